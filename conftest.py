@@ -1,0 +1,3 @@
+"""Repository-wide pytest configuration: the plugin tests drive pytest through pytester."""
+
+pytest_plugins = ["pytester"]

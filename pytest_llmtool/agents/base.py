@@ -1,0 +1,65 @@
+"""The agent interface: given the conversation so far, return the next reply and its usage.
+
+Providers (real models) and offline agents implement `Agent`; the loop in `loop.py` is the
+only caller. A `ModelSpec` is what `--llm-model` names: it builds one agent per task.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from pytest_llmtool.metrics import Message
+from pytest_llmtool.tasks import Task
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ChatRequest(BaseModel):
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec]
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ChatResponse(BaseModel):
+    """One model reply. `stop` is the provider's own end-of-turn signal."""
+
+    message: Message
+    stop: bool
+    usage: Usage = Usage()
+
+
+class AgentError(Exception):
+    """The agent could not produce a reply: an infrastructure error, not a model failure."""
+
+
+class Agent(Protocol):
+    async def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+
+class ModelSpec(Protocol):
+    """A model the user named; `name` is what appears in node ids and reports."""
+
+    @property
+    def name(self) -> str: ...
+
+    def skip_reason(self, task: Task) -> str | None:
+        """Why this model cannot run the task at all, or None."""
+        ...
+
+    def create(self, task: Task) -> Agent: ...
+
+
+class UnknownModel(Exception):
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"unknown model {name!r}; known models: {', '.join(known)}")

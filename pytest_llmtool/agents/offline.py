@@ -1,0 +1,62 @@
+"""Agents that need no network: `oracle` replays a task's solution, `nop` does nothing.
+
+They are stateless: the next step is derived from the conversation, so a run can be
+replayed or resumed from any message list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse
+from pytest_llmtool.metrics import Message, TextBlock, ToolUseBlock
+from pytest_llmtool.tasks import Task
+
+
+@dataclass(frozen=True)
+class OracleAgent:
+    """Sends one solution step per turn as a `bash` tool call, then stops."""
+
+    solution: tuple[str, ...]
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        step = sum(1 for m in request.messages if m.role == "assistant")
+        if step >= len(self.solution):
+            done = Message(role="assistant", content=[TextBlock(text="Done.")])
+            return ChatResponse(message=done, stop=True)
+        call = ToolUseBlock(
+            id=f"oracle_{step}", name=request.tools[0].name, input={"commands": self.solution[step]}
+        )
+        return ChatResponse(message=Message(role="assistant", content=[call]), stop=False)
+
+
+class NopAgent:
+    """Answers without calling any tool: the floor every task's checks must fail."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        reply = Message(role="assistant", content=[TextBlock(text="I will not run anything.")])
+        return ChatResponse(message=reply, stop=True)
+
+
+@dataclass(frozen=True)
+class OracleModel:
+    name: str = "oracle"
+
+    def skip_reason(self, task: Task) -> str | None:
+        if not task.solution:
+            return "task has no `solution`; the oracle agent replays a task's solution"
+        return None
+
+    def create(self, task: Task) -> Agent:
+        return OracleAgent(tuple(task.solution or ()))
+
+
+@dataclass(frozen=True)
+class NopModel:
+    name: str = "nop"
+
+    def skip_reason(self, task: Task) -> str | None:
+        return None
+
+    def create(self, task: Task) -> Agent:
+        return NopAgent()

@@ -1,0 +1,97 @@
+"""The agent loop: the only place that knows turns, natural stop and batched tool calls.
+
+One turn is one `agent.chat` call. The loop ends naturally when the agent signals a stop or
+replies without tool calls, and unnaturally after `max_turns`. Several tool calls in one
+reply run in order on the same sandbox, and all their results go back in one user message.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pytest_llmtool.agents.base import Agent, ChatRequest, ToolSpec
+from pytest_llmtool.metrics import (
+    AgentTrace,
+    LLMCallMetrics,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from pytest_llmtool.sandbox import Sandbox
+
+
+def format_tool_output(stdout: str, stderr: str, exit_code: int) -> str:
+    """The tool result text the model sees, in the upstream harness's shape."""
+    parts = [stdout] if stdout else []
+    if stderr:
+        parts.append(f"STDERR: {stderr}")
+    if exit_code != 0:
+        parts.append(f"Exit code: {exit_code}")
+    return "\n".join(parts) or "(no output)"
+
+
+def _commands(call: ToolUseBlock) -> str:
+    """The script a tool call asks for; like upstream, the tool name is not consulted."""
+    for key in ("commands", "script"):
+        value = call.input.get(key)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+async def run_agent_loop(
+    agent: Agent,
+    sandbox: Sandbox,
+    *,
+    prompt: str,
+    system: str,
+    tools: list[ToolSpec],
+    max_turns: int,
+) -> AgentTrace:
+    trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
+    started = time.perf_counter()
+    cumulative_input = 0
+    try:
+        for _ in range(max_turns):
+            request = ChatRequest(system=system, messages=list(trace.messages), tools=tools)
+            call_started = time.perf_counter()
+            response = await agent.chat(request)
+            latency_ms = (time.perf_counter() - call_started) * 1000
+            trace.turns += 1
+            usage = response.usage
+            trace.total_input_tokens += usage.input_tokens
+            trace.total_output_tokens += usage.output_tokens
+            cumulative_input += usage.input_tokens
+            tool_uses = response.message.tool_uses()
+            trace.llm_calls.append(
+                LLMCallMetrics(
+                    call_number=trace.turns,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    latency_ms=round(latency_ms, 3),
+                    cumulative_input=cumulative_input,
+                    tool_calls_made=len(tool_uses),
+                )
+            )
+            trace.messages.append(response.message)
+            if response.stop or not tool_uses:
+                trace.natural_stop = True
+                break
+            results: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
+            for call in tool_uses:
+                outcome = await sandbox.run(_commands(call))
+                trace.tool_calls.append(outcome)
+                results.append(
+                    ToolResultBlock(
+                        tool_use_id=call.id,
+                        content=format_tool_output(
+                            outcome.stdout, outcome.stderr, outcome.exit_code
+                        ),
+                        is_error=outcome.exit_code != 0,
+                    )
+                )
+            trace.messages.append(Message(role="user", content=results))
+    finally:
+        trace.duration_ms = round((time.perf_counter() - started) * 1000)
+    return trace

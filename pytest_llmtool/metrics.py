@@ -1,0 +1,112 @@
+"""The spec's execution records: one tool call, one model call, one agent run.
+
+Field names follow bashkit-eval's `AgentTrace` (seed 000) and bench's `LLMCallMetrics`
+(seed 003) so a report reads the same as the upstream one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, computed_field
+
+
+class TextBlock(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(BaseModel):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(BaseModel):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+
+
+class Message(BaseModel):
+    """One conversation turn in a provider-neutral shape; providers translate it."""
+
+    role: Literal["user", "assistant"]
+    content: list[ContentBlock]
+
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.content if isinstance(b, ToolUseBlock)]
+
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class ToolCallResult(BaseModel):
+    """One bash invocation within a task."""
+
+    commands: str
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+class LLMCallMetrics(BaseModel):
+    """One model call within a task (seed 003)."""
+
+    call_number: int
+    input_tokens: int
+    output_tokens: int
+    latency_ms: float
+    cumulative_input: int
+    tool_calls_made: int
+
+
+class AgentTrace(BaseModel):
+    """Everything one agent run did, as the spec's `AgentTrace`, plus its per-call metrics."""
+
+    messages: list[Message] = Field(default_factory=list)
+    tool_calls: list[ToolCallResult] = Field(default_factory=list)
+    turns: int = 0
+    natural_stop: bool = False
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    duration_ms: int = 0
+    llm_calls: list[LLMCallMetrics] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tool_call_count(self) -> int:
+        return len(self.tool_calls)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def last_tool_response(self) -> ToolCallResult | None:
+        return self.tool_calls[-1] if self.tool_calls else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def base_context(self) -> int:
+        """Input tokens of the first call: system prompt and tools before any history."""
+        return self.llm_calls[0].input_tokens if self.llm_calls else 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def context_growth_avg(self) -> float:
+        """Mean input-token increase between consecutive calls; 0 with fewer than two."""
+        calls = self.llm_calls
+        if len(calls) < 2:
+            return 0.0
+        return (calls[-1].input_tokens - calls[0].input_tokens) / (len(calls) - 1)
+
+    @property
+    def tool_calls_ok(self) -> int:
+        return sum(1 for c in self.tool_calls if c.exit_code == 0)
+
+    @property
+    def tool_calls_error(self) -> int:
+        return len(self.tool_calls) - self.tool_calls_ok

@@ -1,0 +1,124 @@
+"""The pytest entry point: options, collection, and the role-specific plugin objects.
+
+Every process (a plain run, the xdist controller, each worker) gets a `TaskRunner`, which
+owns the event loop and attaches each item's result to its report. Only the process that
+reports (plain run or controller) also gets a `ResultCollector`, which aggregates those
+reports into the run summary and writes the report files. Results travel on the reports as
+JSON-native data, so the collector sees the same thing with or without xdist.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_llmtool
+from pytest_llmtool.collect import STATE_KEY, BadLineItem, DatasetFile, RunState, TaskItem
+from pytest_llmtool.report import write_report_files
+from pytest_llmtool.report.terminal import terminal_lines
+from pytest_llmtool.settings import Settings, add_options
+from pytest_llmtool.summary import ErrorRecord, EvalReport, TaskResult, build_report
+from pytest_llmtool.tasks import looks_like_dataset
+
+RESULT_ATTR = "llmtool_result"
+ERROR_ATTR = "llmtool_error"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "llm(model, category): set on every pytest-llmtool task item"
+    )
+    settings = Settings.from_config(config)
+    config.stash[STATE_KEY] = RunState(settings)
+    config.pluginmanager.register(TaskRunner(), "llmtool-runner")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ResultCollector(config), "llmtool-collector")
+
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> DatasetFile | None:
+    if file_path.suffix != ".jsonl":
+        return None
+    patterns = parent.config.stash[STATE_KEY].settings.dataset_patterns
+    if any(file_path.match(p) for p in patterns) and looks_like_dataset(file_path):
+        return DatasetFile.from_parent(parent, path=file_path)
+    return None
+
+
+class TaskRunner:
+    """Per process: attach results to reports; close the event loop at the end."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if isinstance(item, TaskItem) and report.when == "call" and item.result is not None:
+            setattr(report, RESULT_ATTR, item.result.model_dump(mode="json"))
+        elif isinstance(item, TaskItem | BadLineItem) and report.when == "setup" and report.failed:
+            setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
+        return report
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        config.stash[STATE_KEY].runtime.close()
+
+
+class ResultCollector:
+    """On the reporting process only: aggregate results, print the summary, write files."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[TaskResult] = []
+        self.errors: list[ErrorRecord] = []
+        self.started = dt.datetime.now(dt.UTC)
+        self.report: EvalReport | None = None
+        self.written: list[Path] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        result = getattr(report, RESULT_ATTR, None)
+        if result is not None:
+            self.results.append(TaskResult.model_validate(result))
+        error = getattr(report, ERROR_ATTR, None)
+        if error is not None:
+            self.errors.append(ErrorRecord.model_validate(error))
+
+    def _metadata(self, exitstatus: int) -> dict[str, Any]:
+        settings = self.config.stash[STATE_KEY].settings
+        return {
+            "tool": f"pytest-llmtool {pytest_llmtool.__version__}",
+            "pytest": pytest.__version__,
+            "python": platform.python_version(),
+            "models": ", ".join(m.name for m in settings.models),
+            "max_turns": settings.max_turns,
+            "started": self.started.isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "exit_status": int(exitstatus),
+        }
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not (self.results or self.errors):
+            return
+        # Runs even when the session was interrupted, so a partial run still leaves a report.
+        self.report = build_report(self.results, self.errors, self._metadata(exitstatus))
+        report_dir = self.config.stash[STATE_KEY].settings.report_dir
+        if report_dir is not None:
+            self.written = write_report_files(self.report, report_dir)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.report is None:
+            return
+        terminalreporter.write_sep("=", "llmtool eval summary")
+        for line in terminal_lines(self.report):
+            terminalreporter.write_line(line)
+        if self.written:
+            terminalreporter.write_line("")
+            terminalreporter.write_line("report: " + ", ".join(str(p) for p in self.written))

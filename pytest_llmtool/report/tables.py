@@ -1,0 +1,63 @@
+"""The rows every report shows, so the terminal and Markdown say the same thing."""
+
+from __future__ import annotations
+
+from pytest_llmtool.summary import EvalReport, EvalSummary
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1000:.1f}K" if n >= 1000 else str(n)
+
+
+def _duration(ms: float) -> str:
+    return f"{ms / 60000:.1f} min" if ms >= 60000 else f"{ms / 1000:.1f} s"
+
+
+def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
+    """A metric-by-model table, the layout of the spec's baseline comparison."""
+    models = list(by_model)
+    metrics: list[tuple[str, list[str]]] = [
+        ("Tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
+        ("Overall rate", [f"{s.overall_rate:.0%}" for s in by_model.values()]),
+        (
+            "Tool calls (ok/err)",
+            [
+                f"{s.total_tool_calls} ({s.tool_calls_ok}/{s.tool_calls_error})"
+                for s in by_model.values()
+            ],
+        ),
+        ("Tool call success", [f"{s.tool_call_success_rate:.0%}" for s in by_model.values()]),
+        ("Avg turns/task", [f"{s.avg_turns_per_task:.1f}" for s in by_model.values()]),
+        (
+            "Natural stops",
+            [f"{s.natural_stops}/{s.total_tasks}" for s in by_model.values()],
+        ),
+        (
+            "Tokens (in/out)",
+            [
+                f"{_tokens(s.total_input_tokens)}/{_tokens(s.total_output_tokens)}"
+                for s in by_model.values()
+            ],
+        ),
+        ("Duration", [_duration(s.total_duration_ms) for s in by_model.values()]),
+    ]
+    if any(s.errors for s in by_model.values()):
+        metrics.append(("Errors (not scored)", [str(s.errors) for s in by_model.values()]))
+    return ["Metric", *models], [[name, *values] for name, values in metrics]
+
+
+def category_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
+    """Category rate per model, with passed/tasks beside each rate."""
+    categories = sorted({c for s in by_model.values() for c in s.by_category})
+    rows = []
+    for name in categories:
+        cells = []
+        for summary in by_model.values():
+            c = summary.by_category.get(name)
+            cells.append(f"{c.rate:.0%} ({c.passed}/{c.tasks})" if c else "-")
+        rows.append([name, *cells])
+    return ["Category", *by_model], rows
+
+
+def report_models(report: EvalReport) -> dict[str, EvalSummary]:
+    return report.by_model or {"all": report.summary}

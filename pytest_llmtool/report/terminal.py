@@ -1,0 +1,32 @@
+"""The run summary printed at the end of a pytest session."""
+
+from __future__ import annotations
+
+from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
+from pytest_llmtool.summary import EvalReport, friction_signals
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def terminal_lines(report: EvalReport) -> list[str]:
+    by_model = report_models(report)
+    lines = format_table(*summary_rows(by_model))
+    lines += ["", *format_table(*category_rows(by_model))]
+    signals = [
+        (model, signal)
+        for model, summary in by_model.items()
+        for signal in friction_signals(summary, [r for r in report.results if r.model == model])
+    ]
+    if signals:
+        lines += ["", "Friction signals:"]
+        lines += [f"  [{model}] {signal}" for model, signal in signals]
+    return lines

@@ -1,0 +1,16 @@
+"""Where tool calls run: a small protocol and its implementations."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pytest_llmtool.checks import FileView
+from pytest_llmtool.metrics import ToolCallResult
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (not the command): an infrastructure error."""
+
+
+class Sandbox(FileView, Protocol):
+    async def run(self, commands: str) -> ToolCallResult: ...

@@ -1,0 +1,90 @@
+"""The bashkit sandbox: an in-process bash over a virtual filesystem, one per item.
+
+The upstream harness uses bashkit's Standard profile, which caps a session at 1,000 `exec`
+calls; a long run (many turns, several calls a turn) could hit that cap and fail for a
+reason that has nothing to do with the model. We use the Interactive profile, which has no
+session cap, and restore Standard's per-call limits explicitly. Network stays off.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+from bashkit import Bash, BashTool, ExecutionProfile
+
+from pytest_llmtool.agents.base import ToolSpec
+from pytest_llmtool.metrics import ToolCallResult
+from pytest_llmtool.sandbox import SandboxError
+
+USERNAME = "eval"
+HOSTNAME = "bashkit-eval"
+MAX_COMMANDS = 10_000
+MAX_LOOP_ITERATIONS = 10_000
+CALL_TIMEOUT_SECONDS = 30.0
+
+
+@cache
+def bash_tool() -> tuple[ToolSpec, str]:
+    """The `bash` tool definition and default system prompt, as bashkit describes them."""
+    tool = BashTool(username=USERNAME, hostname=HOSTNAME)
+    schema = tool.input_schema()
+    spec = ToolSpec(
+        name="bash",
+        description=tool.description(),
+        input_schema=json.loads(schema) if isinstance(schema, str) else schema,
+    )
+    return spec, tool.system_prompt()
+
+
+class VfsSandbox:
+    def __init__(self, files: dict[str, str]) -> None:
+        try:
+            self._bash = Bash(
+                username=USERNAME,
+                hostname=HOSTNAME,
+                files=dict(files),
+                profile=ExecutionProfile.Interactive,
+                max_commands=MAX_COMMANDS,
+                max_loop_iterations=MAX_LOOP_ITERATIONS,
+                timeout_seconds=CALL_TIMEOUT_SECONDS,
+            )
+        except Exception as exc:
+            raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc
+
+    async def run(self, commands: str) -> ToolCallResult:
+        try:
+            result = await self._bash.execute(commands)
+        except Exception as exc:
+            raise SandboxError(f"bashkit failed running {commands[:80]!r}: {exc}") from exc
+        return ToolCallResult(
+            commands=commands,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            exit_code=result.exit_code,
+        )
+
+    def _stat(self, path: str) -> dict[str, object] | None:
+        try:
+            return dict(self._bash.stat(path))
+        except (RuntimeError, OSError, ValueError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        return self._stat(path) is not None
+
+    def is_dir(self, path: str) -> bool:
+        stat = self._stat(path)
+        return stat is not None and stat.get("file_type") == "directory"
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return str(self._bash.read_file(path))
+        except (RuntimeError, OSError, ValueError, UnicodeDecodeError):
+            return None
+
+    def read_link(self, path: str) -> str | None:
+        try:
+            return str(self._bash.read_link(path))
+        except (RuntimeError, OSError, ValueError):
+            return None

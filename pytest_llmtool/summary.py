@@ -1,0 +1,196 @@
+"""Aggregation: per-task results into the spec's `CategorySummary`, `EvalSummary`, `EvalReport`.
+
+Items whose agent or sandbox crashed are infrastructure errors: they are counted in
+`errors` and left out of every score, so an outage never reads as a model failing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pytest_llmtool.checks import TaskScore
+from pytest_llmtool.metrics import AgentTrace
+
+# Friction thresholds: the spec's "Interpreting Results" section, made concrete.
+LOW_TOOL_SUCCESS = 0.75
+LOW_CATEGORY_RATE = 0.5
+HIGH_AVG_TURNS = 7.0
+FREQUENT_TURN_LIMIT = 0.2
+LOW_PASS_RATE = 0.5
+HIGH_FAILED_TOKEN_FACTOR = 2.0
+
+
+class TaskResult(BaseModel):
+    """One item's outcome: which task, which model, how it scored and what the agent did."""
+
+    nodeid: str
+    task_id: str
+    model: str
+    category: str
+    score: TaskScore
+    trace: AgentTrace
+
+    @property
+    def passed(self) -> bool:
+        return self.score.all_passed()
+
+
+class ErrorRecord(BaseModel):
+    """An item that could not be scored (sandbox or agent crash, bad dataset line)."""
+
+    nodeid: str
+    task_id: str
+    model: str
+    category: str
+    message: str
+
+
+class CategorySummary(BaseModel):
+    tasks: int = 0
+    passed: int = 0
+    score: float = 0.0
+    max_score: float = 0.0
+    rate: float = 0.0
+
+
+class EvalSummary(BaseModel):
+    total_tasks: int = 0
+    total_passed: int = 0
+    total_score: float = 0.0
+    total_max_score: float = 0.0
+    overall_rate: float = 0.0
+    pass_rate: float = 0.0
+    total_tool_calls: int = 0
+    tool_calls_ok: int = 0
+    tool_calls_error: int = 0
+    tool_call_success_rate: float = 0.0
+    total_turns: int = 0
+    avg_turns_per_task: float = 0.0
+    avg_tool_calls_per_task: float = 0.0
+    natural_stops: int = 0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    total_duration_ms: int = 0
+    avg_duration_ms: float = 0.0
+    errors: int = 0
+    by_category: dict[str, CategorySummary] = Field(default_factory=dict)
+
+
+class EvalReport(BaseModel):
+    metadata: dict[str, Any]
+    summary: EvalSummary
+    by_model: dict[str, EvalSummary]
+    results: list[TaskResult]
+    errors: list[ErrorRecord] = Field(default_factory=list)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def _rate(score: float, max_score: float, tasks: int) -> float:
+    """Weighted rate; like `TaskScore.rate`, nothing to lose counts as full marks."""
+    if not tasks:
+        return 0.0
+    return score / max_score if max_score else 1.0
+
+
+def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
+    s = EvalSummary(errors=errors, total_tasks=len(results))
+    categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
+    for r in results:
+        trace, score = r.trace, r.score
+        passed = score.all_passed()
+        s.total_passed += passed
+        s.total_score += score.score
+        s.total_max_score += score.max_score
+        s.total_tool_calls += trace.tool_call_count
+        s.tool_calls_ok += trace.tool_calls_ok
+        s.total_turns += trace.turns
+        s.natural_stops += trace.natural_stop
+        s.total_input_tokens += trace.total_input_tokens
+        s.total_output_tokens += trace.total_output_tokens
+        s.total_duration_ms += trace.duration_ms
+        category = categories[r.category]
+        category.tasks += 1
+        category.passed += passed
+        category.score += score.score
+        category.max_score += score.max_score
+    n = s.total_tasks
+    s.overall_rate = _rate(s.total_score, s.total_max_score, n)
+    s.pass_rate = _ratio(s.total_passed, n)
+    s.tool_calls_error = s.total_tool_calls - s.tool_calls_ok
+    s.tool_call_success_rate = _ratio(s.tool_calls_ok, s.total_tool_calls)
+    s.avg_turns_per_task = _ratio(s.total_turns, n)
+    s.avg_tool_calls_per_task = _ratio(s.total_tool_calls, n)
+    s.avg_duration_ms = _ratio(s.total_duration_ms, n)
+    for category in categories.values():
+        category.rate = _rate(category.score, category.max_score, category.tasks)
+    s.by_category = dict(sorted(categories.items()))
+    return s
+
+
+def build_report(
+    results: list[TaskResult], errors: list[ErrorRecord], metadata: dict[str, Any]
+) -> EvalReport:
+    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors]))
+    by_model = {
+        model: build_summary(
+            [r for r in results if r.model == model], sum(e.model == model for e in errors)
+        )
+        for model in models
+    }
+    return EvalReport(
+        metadata=metadata,
+        summary=build_summary(results, len(errors)),
+        by_model=by_model,
+        results=results,
+        errors=errors,
+    )
+
+
+def _tokens(result: TaskResult) -> int:
+    return result.trace.total_input_tokens + result.trace.total_output_tokens
+
+
+def friction_signals(summary: EvalSummary, results: list[TaskResult]) -> list[str]:
+    """The spec's friction signals that trip for this run, as one line each."""
+    signals = []
+    if summary.total_tool_calls and summary.tool_call_success_rate < LOW_TOOL_SUCCESS:
+        signals.append(
+            f"tool call success rate {summary.tool_call_success_rate:.0%} is below "
+            f"{LOW_TOOL_SUCCESS:.0%}: likely sandbox compatibility gaps"
+        )
+    weak = [
+        f"{n} {c.rate:.0%}" for n, c in summary.by_category.items() if c.rate < LOW_CATEGORY_RATE
+    ]
+    if weak:
+        signals.append(
+            f"categories below {LOW_CATEGORY_RATE:.0%}: {', '.join(weak)}: "
+            "missing builtins or syntax for those domains?"
+        )
+    if summary.avg_turns_per_task > HIGH_AVG_TURNS:
+        signals.append(
+            f"{summary.avg_turns_per_task:.1f} turns per task on average (over "
+            f"{HIGH_AVG_TURNS:.0f}): models are retrying after errors"
+        )
+    failed = [_tokens(r) for r in results if not r.passed]
+    passed = [_tokens(r) for r in results if r.passed]
+    if failed and summary.pass_rate < LOW_PASS_RATE and sum(failed):
+        failed_mean = sum(failed) / len(failed)
+        passed_mean = sum(passed) / len(passed) if passed else 0.0
+        if failed_mean >= HIGH_FAILED_TOKEN_FACTOR * passed_mean:
+            signals.append(
+                f"failing tasks use {failed_mean:,.0f} tokens each on average with a pass rate "
+                f"of {summary.pass_rate:.0%}: stuck in retry loops?"
+            )
+    cut_off = summary.total_tasks - summary.natural_stops
+    if summary.total_tasks and cut_off / summary.total_tasks > FREQUENT_TURN_LIMIT:
+        signals.append(
+            f"{cut_off}/{summary.total_tasks} tasks hit the turn limit (natural_stop false): "
+            "the model did not converge"
+        )
+    return signals
