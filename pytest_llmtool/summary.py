@@ -136,7 +136,8 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
 def build_report(
     results: list[TaskResult], errors: list[ErrorRecord], metadata: dict[str, Any]
 ) -> EvalReport:
-    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors]))
+    # Bad dataset lines have no model: they count in the run's errors, not in any model's.
+    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors if e.model]))
     by_model = {
         model: build_summary(
             [r for r in results if r.model == model], sum(e.model == model for e in errors)

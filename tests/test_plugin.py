@@ -1,0 +1,415 @@
+"""Plugin behaviour, driven through pytester: collection, outcomes, summary and reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Four tasks whose scores under each agent are worked out by hand:
+#   oracle: alpha 4/4 pass, beta 2.5/2.5 pass, gamma 1/2 fail, delta skipped (no solution)
+#   nop:    alpha 0/4 fail, beta 1.5/2.5 fail, gamma 0/2 fail, delta 1/1 pass
+TASKS: list[dict[str, Any]] = [
+    {
+        "id": "alpha",
+        "category": "files",
+        "description": "copy a file and count its lines",
+        "prompt": "Copy /in/a.txt to /out/b.txt and print its line count.",
+        "files": {"/in/a.txt": "x\ny\n"},
+        "expectations": [
+            {"check": "exit_code:0"},
+            {"check": "file_exists:/out/b.txt", "weight": 2},
+            {"check": "stdout_contains:2"},
+        ],
+        "solution": ["mkdir -p /out && cp /in/a.txt /out/b.txt", "wc -l < /out/b.txt"],
+    },
+    {
+        "id": "beta",
+        "category": "text",
+        "description": "greet",
+        "prompt": "Say hello.",
+        "expectations": [
+            {"check": "stdout_contains:hello"},
+            {"check": "stderr_empty", "weight": 0.5},
+            {"check": "tool_calls_max:5"},
+        ],
+        "solution": "echo hello",
+    },
+    {
+        "id": "gamma",
+        "category": "text",
+        "description": "a task the reference gets half right",
+        "prompt": "Show /in/c.txt.",
+        "files": {"/in/c.txt": "abc"},
+        "expectations": [{"check": "exit_code:0"}, {"check": "file_contains:/in/c.txt:zzz"}],
+        "solution": ["cat /in/c.txt"],
+    },
+    {
+        "id": "delta",
+        "category": "misc",
+        "description": "no solution: the oracle skips it, nop passes it",
+        "prompt": "Do nothing.",
+        "expectations": [{"check": "exit_code:-1"}],
+    },
+]
+
+
+def write_dataset(pytester: pytest.Pytester, lines: list[Any], name: str = "data") -> Path:
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    return pytester.makefile(".jsonl", **{name: text + "\n"})
+
+
+def read_report(pytester: pytest.Pytester, directory: str = "out") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / directory / "report.json").read_text())
+    return data
+
+
+def _scores(report: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    return {
+        f"{r['task_id']}[{r['model']}]": (r["score"]["score"], r["score"]["max_score"])
+        for r in report["results"]
+    }
+
+
+@pytest.fixture
+def dataset(pytester: pytest.Pytester) -> Path:
+    return write_dataset(pytester, TASKS)
+
+
+def test_collects_one_item_per_task_and_model(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("--collect-only", "-q", "--llm-model=oracle,nop")
+    result.stdout.fnmatch_lines(
+        [
+            "data.jsonl::alpha[[]oracle]",
+            "data.jsonl::alpha[[]nop]",
+            "data.jsonl::beta[[]oracle]",
+            "data.jsonl::beta[[]nop]",
+            "data.jsonl::gamma[[]oracle]",
+            "data.jsonl::gamma[[]nop]",
+            "data.jsonl::delta[[]oracle]",
+            "data.jsonl::delta[[]nop]",
+            "*8 tests collected*",
+        ]
+    )
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_oracle_scores_exactly(
+    pytester: pytest.Pytester, dataset: Path, workers: list[str]
+) -> None:
+    result = pytester.runpytest(*workers, "--llm-report=out")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    report = read_report(pytester)
+    assert _scores(report) == {
+        "alpha[oracle]": (4.0, 4.0),
+        "beta[oracle]": (2.5, 2.5),
+        "gamma[oracle]": (1.0, 2.0),
+    }
+    summary = report["by_model"]["oracle"]
+    assert summary["total_tasks"] == 3
+    assert summary["total_passed"] == 2
+    assert summary["total_score"] == 7.5
+    assert summary["total_max_score"] == 8.5
+    assert summary["overall_rate"] == pytest.approx(7.5 / 8.5)
+    # alpha: 2 calls, beta: 1, gamma: 1; turns are calls + the final stop turn.
+    assert summary["total_tool_calls"] == 4
+    assert summary["tool_calls_ok"] == 4
+    assert summary["total_turns"] == 7
+    assert summary["natural_stops"] == 3
+    assert summary["by_category"] == {
+        "files": {"tasks": 1, "passed": 1, "score": 4.0, "max_score": 4.0, "rate": 1.0},
+        "text": {"tasks": 2, "passed": 1, "score": 3.5, "max_score": 4.5, "rate": 3.5 / 4.5},
+    }
+    assert report["summary"] == summary
+
+
+def test_nop_scores_exactly(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("--llm-model=nop", "--llm-report=out")
+    result.assert_outcomes(passed=1, failed=3)
+    report = read_report(pytester)
+    assert _scores(report) == {
+        "alpha[nop]": (0.0, 4.0),
+        "beta[nop]": (1.5, 2.5),
+        "gamma[nop]": (0.0, 2.0),
+        "delta[nop]": (1.0, 1.0),
+    }
+    summary = report["by_model"]["nop"]
+    assert (summary["total_tool_calls"], summary["total_turns"]) == (0, 4)
+    assert summary["tool_call_success_rate"] == 0.0
+
+
+def test_serial_and_xdist_give_the_same_summary(pytester: pytest.Pytester, dataset: Path) -> None:
+    def summaries(*args: str) -> dict[str, Any]:
+        pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out", *args)
+        report = read_report(pytester)
+        timing = {"total_duration_ms", "avg_duration_ms"}
+        return {
+            model: {k: v for k, v in s.items() if k not in timing}
+            for model, s in [("all", report["summary"]), *report["by_model"].items()]
+        }
+
+    assert summaries() == summaries("-n", "2")
+
+
+def test_failure_message_lists_failed_checks_then_a_table(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    result = pytester.runpytest("-k", "gamma")
+    result.stdout.fnmatch_lines(
+        [
+            "*_ task gamma[[]oracle] _*",
+            "1/2 checks failed: file_contains:/in/c.txt:zzz",
+            "turns: 2, tool calls: 1 (0 with non-zero exit), natural stop: yes",
+            "",
+            "PASS  exit_code:0                  expected 0, got 0",
+            "FAIL  file_contains:/in/c.txt:zzz  'zzz' not found in /in/c.txt",
+        ]
+    )
+
+
+def test_report_json_carries_the_documented_fields(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    pytester.runpytest("--llm-report=out")
+    report = read_report(pytester)
+    assert set(report) == {"metadata", "summary", "by_model", "results", "errors"}
+    assert report["metadata"]["models"] == "oracle"
+    alpha = next(r for r in report["results"] if r["task_id"] == "alpha")
+    assert alpha["model"] == "oracle"
+    assert alpha["category"] == "files"
+    assert alpha["nodeid"] == "data.jsonl::alpha[oracle]"
+    assert [c["check"] for c in alpha["score"]["results"]] == [
+        "exit_code:0",
+        "file_exists:/out/b.txt",
+        "stdout_contains:2",
+    ]
+    trace = alpha["trace"]
+    for field in (
+        "messages",
+        "tool_calls",
+        "tool_call_count",
+        "turns",
+        "last_tool_response",
+        "natural_stop",
+        "total_input_tokens",
+        "total_output_tokens",
+        "duration_ms",
+        "llm_calls",
+        "base_context",
+        "context_growth_avg",
+    ):
+        assert field in trace, field
+    assert trace["tool_calls"][1] == {
+        "commands": "wc -l < /out/b.txt",
+        "stdout": "2\n",
+        "stderr": "",
+        "exit_code": 0,
+    }
+    assert trace["last_tool_response"] == trace["tool_calls"][1]
+    assert [c["tool_calls_made"] for c in trace["llm_calls"]] == [1, 1, 0]
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert "## Summary" in markdown
+    assert "## By Category" in markdown
+    assert "### gamma [oracle]: FAIL" in markdown
+    assert "| FAIL | `file_contains:/in/c.txt:zzz` | 1 | 'zzz' not found in /in/c.txt |" in markdown
+
+
+def test_bad_lines_error_with_file_and_line_and_the_rest_runs(pytester: pytest.Pytester) -> None:
+    lines: list[Any] = [
+        "# a comment, then a blank line",
+        "",
+        TASKS[1],
+        "{not json",
+        {**TASKS[0], "expectations": [{"check": "no_such_check:1"}]},
+        {**TASKS[2], "id": "beta"},
+        {**TASKS[0], "expectations": [{"check": "stdout_regex:(unclosed"}]},
+        {k: v for k, v in TASKS[0].items() if k != "prompt"},
+        TASKS[0],
+    ]
+    write_dataset(pytester, lines)
+    result = pytester.runpytest("--llm-report=out", "-rE")
+    result.assert_outcomes(passed=2, errors=5)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*data.jsonl:4: not valid JSON*",
+            "*data.jsonl:5: expectations.0.check: unknown check type 'no_such_check'*",
+            "*data.jsonl:6: duplicate task id 'beta' (first defined on line 3)*",
+            "*data.jsonl:7: expectations.0.check: stdout_regex pattern '(unclosed' does not "
+            "compile*",
+            "*data.jsonl:8: prompt: Field required*",
+        ]
+    )
+    report = read_report(pytester)
+    assert report["summary"]["errors"] == 5
+    assert report["summary"]["total_tasks"] == 2
+    assert list(report["by_model"]) == ["oracle"]
+    assert report["by_model"]["oracle"]["errors"] == 0
+    assert {e["nodeid"] for e in report["errors"]} == {
+        f"data.jsonl::line{n}" for n in (4, 5, 6, 7, 8)
+    }
+
+
+def test_keyword_and_category_marker_selection(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("--strict-markers", "-m", "text", "--llm-model=oracle,nop")
+    result.assert_outcomes(passed=1, failed=3)
+    result = pytester.runpytest("-k", "alpha and nop", "--llm-model=oracle,nop")
+    result.assert_outcomes(failed=1)
+    result = pytester.runpytest("-m", "llm(category='files')", "--llm-model=nop")
+    result.assert_outcomes(failed=1)
+
+
+def test_last_failed_reruns_only_the_failures(pytester: pytest.Pytester, dataset: Path) -> None:
+    """Regression test: pytest 9.2 mismatches structured node ids of custom items on --lf."""
+    pytester.runpytest("--llm-model=oracle,nop").assert_outcomes(passed=3, failed=4, skipped=1)
+    result = pytester.runpytest("--lf", "--llm-model=oracle,nop")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(["*run-last-failure: rerun previous 4 failures*"])
+    result.stdout.no_fnmatch_line("*not in selected tests*")
+
+
+def test_scripting_tool_tasks_are_skipped_with_a_reason(pytester: pytest.Pytester) -> None:
+    tool = {"name": "get", "description": "d", "schema": {}, "tags": [], "category": "c"}
+    write_dataset(pytester, [{**TASKS[1], "tools": [{**tool, "mock": "{}"}]}, TASKS[0]])
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*scripting-tool task (has `tools`)*not supported yet*"])
+
+
+def test_other_jsonl_files_are_not_collected(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".jsonl", results='{"task_id": "x", "passed": true}\n')
+    pytester.makefile(".jsonl", events="not json at all\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_dataset_patterns_limit_collection(pytester: pytest.Pytester, dataset: Path) -> None:
+    write_dataset(pytester, [TASKS[1]], name="eval_more")
+    result = pytester.runpytest("--collect-only", "-q", "--llm-datasets=eval_*.jsonl")
+    result.stdout.fnmatch_lines(["eval_more.jsonl::beta[[]oracle]", "*1 test collected*"])
+
+
+def test_unknown_model_is_a_one_line_usage_error(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("--llm-model=oracle,gpt-99")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --llm-model: unknown model 'gpt-99'; known models: oracle, nop"]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize("value", ["0", "ten"])
+def test_bad_max_turns_is_a_usage_error(
+    pytester: pytest.Pytester, dataset: Path, value: str
+) -> None:
+    result = pytester.runpytest(f"--llm-max-turns={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --llm-max-turns: expected a positive integer*"])
+
+
+def test_turn_limit_cuts_the_run_off(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.runpytest("-k", "alpha", "--llm-max-turns=1", "--llm-report=out")
+    (alpha,) = read_report(pytester)["results"]
+    assert alpha["trace"]["turns"] == 1
+    assert alpha["trace"]["natural_stop"] is False
+    assert alpha["trace"]["tool_call_count"] == 1
+
+
+def test_ini_keys_and_command_line_precedence(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.makeini("[pytest]\nllm_model = nop\nllm_report = from-ini\n")
+    pytester.runpytest().assert_outcomes(passed=1, failed=3)
+    assert read_report(pytester, "from-ini")["metadata"]["models"] == "nop"
+    pytester.runpytest("--llm-model=oracle").assert_outcomes(passed=2, failed=1, skipped=1)
+
+
+def test_infrastructure_errors_are_counted_apart(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_llmtool.sandbox import SandboxError
+        from pytest_llmtool.sandbox import vfs
+
+        @pytest.fixture(autouse=True, scope="session")
+        def _unused():
+            yield
+
+        def pytest_configure(config):
+            original = vfs.VfsSandbox.run
+            async def run(self, commands):
+                if "wc -l" in commands:
+                    raise SandboxError("simulated crash")
+                return await original(self, commands)
+            vfs.VfsSandbox.run = run
+            config._llmtool_original_run = original
+
+        def pytest_unconfigure(config):
+            vfs.VfsSandbox.run = config._llmtool_original_run
+        """
+    )
+    result = pytester.runpytest("--llm-report=out")
+    result.assert_outcomes(passed=1, failed=1, skipped=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*infrastructure error: SandboxError: simulated crash*", "Errors (not scored)*1"]
+    )
+    report = read_report(pytester)
+    assert report["summary"]["errors"] == 1
+    assert report["summary"]["total_tasks"] == 2
+    assert [e["task_id"] for e in report["errors"]] == ["alpha"]
+
+
+def test_user_properties_reach_junit_xml(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.runpytest("-k", "beta", "--junitxml=out.xml", "-o", "junit_family=xunit1")
+    xml = (pytester.path / "out.xml").read_text()
+    for prop in (
+        'name="model" value="oracle"',
+        'name="category" value="text"',
+        'name="passed" value="True"',
+        'name="score" value="2.5"',
+        'name="turns" value="2"',
+        'name="natural_stop" value="True"',
+    ):
+        assert prop in xml
+
+
+def test_summary_section_only_when_there_are_llm_items(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*llmtool eval summary*")
+
+
+def test_terminal_summary_tables(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("--llm-model=oracle,nop")
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmtool eval summary =*",
+            "Metric*oracle*nop",
+            "Tasks passed*2/3*1/4",
+            "Tool calls (ok/err)*4 (4/0)*0 (0/0)",
+            "",
+            "Category*oracle*nop",
+            "files*100% (1/1)*0% (0/1)",
+            "misc*-*100% (1/1)",
+            "text*78% (1/2)*33% (0/2)",
+        ]
+    )
+
+
+def test_interrupted_run_still_writes_its_report(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.makeconftest(
+        """
+        def pytest_runtest_setup(item):
+            if item.name.startswith("gamma"):
+                raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest("--llm-report=out", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = read_report(pytester)
+    assert {r["task_id"] for r in report["results"]} == {"alpha", "beta"}
+    assert report["metadata"]["exit_status"] == int(pytest.ExitCode.INTERRUPTED)
+
+
+def test_runs_without_xdist_installed(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=2, failed=1, skipped=1)
