@@ -190,8 +190,10 @@ def _file_line_regex(check: Check, trace: AgentTrace, files: FileView) -> tuple[
     if content is None:
         return False, f"cannot read {check.path}"
     pattern = re.compile(check.text)
-    # Lines as Rust's `str::lines` cuts them, so a `\r\n` file reads the same as upstream.
-    if any(pattern.search(line.removesuffix("\r")) for line in content.split("\n")):
+    # Lines as Rust's `str::lines` cuts them: no empty line after a final newline, none in
+    # an empty file, and a `\r\n` file reads the same as a `\n` one.
+    lines = content.removesuffix("\n").split("\n") if content else []
+    if any(pattern.search(line.removesuffix("\r")) for line in lines):
         return True, "matched file line"
     return False, f"pattern {check.text!r} not matched by any line in {check.path}"
 

@@ -97,7 +97,7 @@ def _describe(error: ValidationError) -> str:
 def load_dataset(path: Path) -> Iterator[tuple[int, Task | LineProblem]]:
     """Yield (1-based line number, task or problem) for every meaningful line."""
     first_seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as stream:
+    with path.open(encoding="utf-8-sig") as stream:
         for lineno, line in enumerate(stream, start=1):
             if not _meaningful(line):
                 continue
@@ -126,7 +126,7 @@ def looks_like_dataset(path: Path) -> bool:
     collection, while a dataset whose first lines are broken is still recognised.
     """
     try:
-        with path.open(encoding="utf-8") as stream:
+        with path.open(encoding="utf-8-sig") as stream:
             probed = 0
             for line in stream:
                 if not _meaningful(line):
