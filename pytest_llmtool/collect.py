@@ -8,23 +8,31 @@ errors with `file:line: problem`, because a collection error would stop the whol
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from _pytest._code.code import ExceptionInfo, TerminalRepr
 
 from pytest_llmtool.agents import AgentError, ModelSpec
+from pytest_llmtool.agents.registry import ClientPool, build_model
+from pytest_llmtool.agents.replay import CallStore
+from pytest_llmtool.budget import Budget
 from pytest_llmtool.checks import TaskScore, score_task
 from pytest_llmtool.loop import run_agent_loop
+from pytest_llmtool.pricing import find_price
 from pytest_llmtool.runtime import Runtime
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
 from pytest_llmtool.settings import Settings
 from pytest_llmtool.summary import ErrorRecord, TaskResult
 from pytest_llmtool.tasks import LineProblem, Task, load_dataset
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
 
 SCRIPTING_SKIP = "scripting-tool task (has `tools`): mock tools are not supported yet"
 
@@ -34,8 +42,43 @@ class RunState:
     """Per-process state, kept in `config.stash[STATE_KEY]`."""
 
     settings: Settings
+    models: tuple[ModelSpec, ...]
+    budget: Budget
+    pool: ClientPool
     runtime: Runtime = field(default_factory=Runtime)
     categories: set[str] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
+
+    @classmethod
+    def create(cls, settings: Settings, budget: Budget) -> RunState:
+        pool = ClientPool(settings.base_urls)
+        record = CallStore(settings.record_dir) if settings.record_dir else None
+        replay = CallStore(settings.replay_dir) if settings.replay_dir else None
+        models = tuple(
+            build_model(
+                ref,
+                price=find_price(ref.model_id, settings.prices),
+                pool=pool,
+                policy=settings.retry,
+                prompt_cache=settings.prompt_cache,
+                record=record,
+                replay=replay,
+            )
+            for ref in settings.models
+        )
+        return cls(settings, models, budget, pool)
+
+    def slots(self) -> asyncio.Semaphore:
+        """At most `--llm-concurrency` agent loops run at once in this process."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.settings.concurrency)
+        return self._slots
+
+    def close(self) -> None:
+        try:
+            self.runtime.run(self.pool.aclose())
+        finally:
+            self.runtime.close()
 
 
 STATE_KEY = pytest.StashKey[RunState]()
@@ -81,7 +124,7 @@ class DatasetFile(pytest.File):
                         "markers", f"{entry.category}: bash-task category (pytest-llmtool)"
                     )
                 markers.append(getattr(pytest.mark, entry.category))
-            for model in state.settings.models:
+            for model in state.models:
                 name = f"{entry.id}[{model.name}]"
                 item = TaskItem.from_parent(
                     self,
@@ -125,27 +168,49 @@ class TaskItem(pytest.Item):
         self.model = model
         self.lineno = lineno
         self.result: TaskResult | None = None
+        self._future: concurrent.futures.Future[TaskResult] | None = None
+        self._not_started: str | None = None
+
+    def start(self) -> None:
+        """Start the agent run in the background; idempotent. Called ahead of `setup` for
+        the next few items so that up to `--llm-concurrency` runs overlap."""
+        if self._future is not None or self._not_started or self.get_closest_marker("skip"):
+            return
+        state = self.config.stash[STATE_KEY]
+        self._not_started = state.budget.exhausted_reason()
+        if self._not_started is None:
+            self._future = state.runtime.submit(self._run(state))
 
     def setup(self) -> None:
-        state = self.config.stash[STATE_KEY]
+        self.start()
+        if self._not_started:
+            pytest.skip(self._not_started)
+        assert self._future is not None
         try:
-            self.result = state.runtime.run(self._run(state.settings.max_turns))
+            self.result = self._future.result()
         except (AgentError, SandboxError) as exc:
             pytest.fail(f"infrastructure error: {type(exc).__name__}: {exc}", pytrace=False)
+        except BaseException:
+            self._future.cancel()
+            raise
         self._record_properties(self.result)
 
-    async def _run(self, max_turns: int) -> TaskResult:
-        tool, default_system = bash_tool()
-        sandbox = VfsSandbox(self.task.files)
-        trace = await run_agent_loop(
-            self.model.create(self.task),
-            sandbox,
-            prompt=self.task.prompt,
-            system=self.task.system or default_system,
-            tools=[tool],
-            max_turns=max_turns,
-        )
-        score = score_task(self.task.id, self.task.checks(), trace, sandbox)
+    async def _run(self, state: RunState) -> TaskResult:
+        async with state.slots():
+            tool, default_system = bash_tool()
+            sandbox = VfsSandbox(self.task.files)
+            trace = await run_agent_loop(
+                self.model.create(self.task),
+                sandbox,
+                prompt=self.task.prompt,
+                system=self.task.system or default_system,
+                tools=[tool],
+                max_turns=state.settings.max_turns,
+                price=self.model.price,
+            )
+            score = score_task(self.task.id, self.task.checks(), trace, sandbox)
+        if trace.cost_usd:
+            state.budget.add(trace.cost_usd)
         return TaskResult(
             nodeid=self.nodeid,
             task_id=self.task.id,
@@ -170,6 +235,7 @@ class TaskItem(pytest.Item):
             ("output_tokens", trace.total_output_tokens),
             ("duration_ms", trace.duration_ms),
             ("natural_stop", trace.natural_stop),
+            ("cost_usd", trace.cost_usd),
         ]
 
     def runtest(self) -> None:
@@ -178,7 +244,7 @@ class TaskItem(pytest.Item):
             raise ChecksFailed(self.result)
 
     def repr_failure(
-        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, ChecksFailed):
             trace = excinfo.value.result.trace

@@ -18,6 +18,7 @@ from pytest_llmtool.metrics import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from pytest_llmtool.pricing import Price
 from pytest_llmtool.sandbox import Sandbox
 
 
@@ -48,6 +49,7 @@ async def run_agent_loop(
     system: str,
     tools: list[ToolSpec],
     max_turns: int,
+    price: Price | None = None,
 ) -> AgentTrace:
     trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
@@ -72,6 +74,11 @@ async def run_agent_loop(
                     latency_ms=round(latency_ms, 3),
                     cumulative_input=cumulative_input,
                     tool_calls_made=len(tool_uses),
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                    retries=response.retries,
+                    stop_reason=response.stop_reason,
+                    cost_usd=price.cost(usage) if price else None,
                 )
             )
             trace.messages.append(response.message)

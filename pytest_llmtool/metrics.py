@@ -64,6 +64,11 @@ class LLMCallMetrics(BaseModel):
     latency_ms: float
     cumulative_input: int
     tool_calls_made: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    retries: int = 0
+    stop_reason: str | None = None
+    cost_usd: float | None = None
 
 
 class AgentTrace(BaseModel):
@@ -102,6 +107,27 @@ class AgentTrace(BaseModel):
         if len(calls) < 2:
             return 0.0
         return (calls[-1].input_tokens - calls[0].input_tokens) / (len(calls) - 1)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run cost; None when the model has no price (offline agents)."""
+        costs = [c.cost_usd for c in self.llm_calls]
+        if not costs or any(c is None for c in costs):
+            return None
+        return sum(c for c in costs if c is not None)
+
+    @property
+    def total_cache_read_tokens(self) -> int:
+        return sum(c.cache_read_tokens for c in self.llm_calls)
+
+    @property
+    def total_cache_write_tokens(self) -> int:
+        return sum(c.cache_write_tokens for c in self.llm_calls)
+
+    @property
+    def total_retries(self) -> int:
+        return sum(c.retries for c in self.llm_calls)
 
     @property
     def tool_calls_ok(self) -> int:

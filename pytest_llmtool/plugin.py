@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
+import shutil
+import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 import pytest_llmtool
+from pytest_llmtool.budget import Budget
 from pytest_llmtool.collect import STATE_KEY, BadLineItem, DatasetFile, RunState, TaskItem
 from pytest_llmtool.report import write_report_files
 from pytest_llmtool.report.terminal import terminal_lines
@@ -25,6 +28,7 @@ from pytest_llmtool.settings import Settings, add_options
 from pytest_llmtool.summary import ErrorRecord, EvalReport, TaskResult, build_report
 from pytest_llmtool.tasks import looks_like_dataset
 
+SPEND_DIR_KEY = "llmtool_spend_dir"
 RESULT_ATTR = "llmtool_result"
 ERROR_ATTR = "llmtool_error"
 
@@ -38,9 +42,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "llm(model, category): set on every pytest-llmtool task item"
     )
     settings = Settings.from_config(config)
-    config.stash[STATE_KEY] = RunState(settings)
-    config.pluginmanager.register(TaskRunner(), "llmtool-runner")
-    if not hasattr(config, "workerinput"):
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    spend_dir: Path | None = None
+    if settings.max_cost is not None:
+        if workerinput is not None:
+            spend_dir = Path(workerinput[SPEND_DIR_KEY])
+        elif config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+            spend_dir = Path(tempfile.mkdtemp(prefix="llmtool-spend-"))
+    process = workerinput["workerid"] if workerinput else "main"
+    config.stash[STATE_KEY] = RunState.create(
+        settings, Budget(settings.max_cost, spend_dir, process)
+    )
+    config.pluginmanager.register(TaskRunner(spend_dir), "llmtool-runner")
+    if workerinput is None:
         config.pluginmanager.register(ResultCollector(config), "llmtool-collector")
 
 
@@ -53,22 +67,73 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> DatasetFil
     return None
 
 
+def _worker_queue(config: pytest.Config) -> Any:
+    """xdist's per-worker queue of item indices, when this is an xdist worker."""
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor":
+            return getattr(plugin, "torun", None)
+    return None
+
+
 class TaskRunner:
-    """Per process: attach results to reports; close the event loop at the end."""
+    """Per process: start task runs ahead of pytest, attach results to reports, clean up."""
+
+    def __init__(self, spend_dir: Path | None) -> None:
+        self.spend_dir = spend_dir
+        self._positions: dict[str, int] | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: tell each worker where the run's spend is tallied."""
+        if self.spend_dir is not None:
+            node.workerinput[SPEND_DIR_KEY] = str(self.spend_dir)
+
+    def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
+        """The items this process will run next, this one first, as far as it can tell."""
+        session = item.session
+        queue = _worker_queue(item.config)
+        if queue is not None:
+            with queue.lock() as pending:
+                indices = [i for i in pending if isinstance(i, int)]
+            return [item, *([nextitem] if nextitem else []), *(session.items[i] for i in indices)]
+        if self._positions is None:
+            self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
+        start = self._positions.get(item.nodeid)
+        return [item] if start is None else session.items[start:]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if not isinstance(item, TaskItem):
+            return
+        window = item.config.stash[STATE_KEY].settings.concurrency
+        if window == 1 or item.session.shouldstop or item.session.shouldfail:
+            return
+        # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
+        # started runs are left unreported.
+        for upcoming in self._upcoming(item, nextitem)[:window]:
+            if isinstance(upcoming, TaskItem):
+                upcoming.start()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if isinstance(item, TaskItem) and report.when == "call" and item.result is not None:
-            setattr(report, RESULT_ATTR, item.result.model_dump(mode="json"))
-        elif isinstance(item, TaskItem | BadLineItem) and report.when == "setup" and report.failed:
+        if isinstance(item, TaskItem) and item.result is not None:
+            if report.when == "setup":
+                # The setup may have only waited for a run started earlier: report how long
+                # the task itself ran.
+                report.duration = item.result.trace.duration_ms / 1000
+            elif report.when == "call":
+                setattr(report, RESULT_ATTR, item.result.model_dump(mode="json"))
+        if isinstance(item, TaskItem | BadLineItem) and report.when == "setup" and report.failed:
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
         return report
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        config.stash[STATE_KEY].runtime.close()
+        config.stash[STATE_KEY].close()
+        if self.spend_dir is not None and not hasattr(config, "workerinput"):
+            shutil.rmtree(self.spend_dir, ignore_errors=True)
 
 
 class ResultCollector:

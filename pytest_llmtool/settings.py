@@ -4,13 +4,18 @@ one-line usage error before anything runs."""
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_llmtool.agents import ModelSpec, UnknownModel, resolve_model
+from pytest_llmtool.agents.base import UnknownModel
+from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
+from pytest_llmtool.agents.retry import RetryPolicy
+from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,36 @@ OPTIONS = (
     ),
     OptionDef("llm_max_turns", "N", "10", "model calls allowed per task before it is cut off"),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
+    OptionDef(
+        "llm_concurrency",
+        "N",
+        "8",
+        "tasks whose agent loops may run at once in one pytest process (per worker under -n)",
+    ),
+    OptionDef(
+        "llm_max_cost",
+        "USD",
+        "",
+        "stop starting new tasks once the run has spent this much; the rest are skipped",
+    ),
+    OptionDef("llm_record", "DIR", "", "store every model call's answer in DIR"),
+    OptionDef(
+        "llm_replay", "DIR", "", "answer model calls from the recordings in DIR (no network)"
+    ),
+    OptionDef(
+        "llm_base_url",
+        "URL",
+        "",
+        "base URL of an OpenAI-compatible server, or 'anthropic=URL,openai=URL'",
+    ),
+    OptionDef(
+        "llm_prompt_cache", "BOOL", "true", "set Anthropic prompt-cache breakpoints (true/false)"
+    ),
+    OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors"),
+    OptionDef("llm_retry_seconds", "S", "120", "total time one model call may spend retrying"),
+    OptionDef(
+        "llm_retry_backoff", "S", "2", "first retry delay when the server gives no Retry-After"
+    ),
     OptionDef(
         "llm_datasets",
         "GLOBS",
@@ -51,6 +86,19 @@ def add_options(parser: pytest.Parser) -> None:
             help=f"{opt.help} (ini: {opt.name}; default: {opt.default or 'none'})",
         )
         parser.addini(opt.name, help=opt.help, default=opt.default)
+    parser.addini(
+        "llm_model_aliases",
+        help="extra model aliases, one 'alias = provider:model-id' per line",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "llm_prices",
+        help="model prices, one 'model-id = input output cache_write cache_read' per line "
+        "(USD per million tokens)",
+        type="linelist",
+        default=[],
+    )
 
 
 def _raw(config: pytest.Config, name: str) -> tuple[str, bool]:
@@ -65,12 +113,58 @@ def _split(value: str) -> list[str]:
     return [part for part in re.split(r"[,\s]+", value) if part]
 
 
+def _number(config: pytest.Config, name: str, kind: type[float] | type[int], low: float) -> Any:
+    text = _raw(config, name)[0]
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or value < low:
+        flag = "--" + name.replace("_", "-")
+        noun = "an integer" if kind is int else "a number"
+        raise pytest.UsageError(f"{flag}: expected {noun} >= {low:g}, got {text!r}")
+    return value
+
+
+def _path(config: pytest.Config, name: str) -> Path | None:
+    text, from_cli = _raw(config, name)
+    if not text.strip():
+        return None
+    # A flag is relative to where pytest was invoked; an ini value to the ini file.
+    base = config.invocation_params.dir if from_cli else config.rootpath
+    return base / text.strip()
+
+
+def _base_urls(text: str) -> dict[str, str]:
+    if not text.strip():
+        return {}
+    if "=" not in text:
+        return {"openai": text.strip()}
+    urls = {}
+    for part in _split(text):
+        provider, _, url = part.partition("=")
+        if provider not in ("anthropic", "openai") or not url:
+            raise pytest.UsageError(
+                f"--llm-base-url: expected URL or 'anthropic=URL,openai=URL', got {part!r}"
+            )
+        urls[provider] = url
+    return urls
+
+
 @dataclass(frozen=True)
 class Settings:
-    models: tuple[ModelSpec, ...]
+    models: tuple[ModelRef, ...]
     max_turns: int
     report_dir: Path | None
     dataset_patterns: tuple[str, ...]
+    concurrency: int = 1
+    max_cost: float | None = None
+    record_dir: Path | None = None
+    replay_dir: Path | None = None
+    base_urls: dict[str, str] = field(default_factory=dict)
+    prompt_cache: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    prices: dict[str, Price] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -80,26 +174,46 @@ class Settings:
         if len(set(names)) != len(names):
             raise pytest.UsageError(f"--llm-model: a model is named twice in {names}")
         try:
-            models = tuple(resolve_model(name) for name in names)
-        except UnknownModel as exc:
+            aliases = parse_aliases(config.getini("llm_model_aliases"))
+            prices = {**DEFAULT_PRICES, **parse_prices(config.getini("llm_prices"))}
+            models = tuple(resolve(name, aliases) for name in names)
+        except (UnknownModel, ValueError) as exc:
             raise pytest.UsageError(f"--llm-model: {exc}") from None
 
-        turns_text = _raw(config, "llm_max_turns")[0]
-        try:
-            max_turns = int(turns_text)
-        except ValueError:
-            max_turns = 0
-        if max_turns < 1:
+        record_dir, replay_dir = _path(config, "llm_record"), _path(config, "llm_replay")
+        if record_dir and replay_dir:
+            raise pytest.UsageError("--llm-record and --llm-replay cannot be used together")
+        if replay_dir is None:
+            for ref in models:
+                if ref.key_env and not os.environ.get(ref.key_env):
+                    raise pytest.UsageError(
+                        f"--llm-model={ref.name} needs {ref.key_env} in the environment "
+                        "(or --llm-replay=DIR to answer from recordings)"
+                    )
+        elif not replay_dir.is_dir():
+            raise pytest.UsageError(f"--llm-replay: {replay_dir} is not a directory")
+
+        max_cost_text = _raw(config, "llm_max_cost")[0].strip()
+        cache_text = _raw(config, "llm_prompt_cache")[0].strip().lower()
+        if cache_text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
             raise pytest.UsageError(
-                f"--llm-max-turns: expected a positive integer, got {turns_text!r}"
+                f"--llm-prompt-cache: expected true or false, got {cache_text!r}"
             )
-
-        report_text, from_cli = _raw(config, "llm_report")
-        report_dir = None
-        if report_text.strip():
-            # A flag is relative to where pytest was invoked; an ini value to the ini file.
-            base = config.invocation_params.dir if from_cli else config.rootpath
-            report_dir = base / report_text.strip()
-
-        patterns = tuple(_split(_raw(config, "llm_datasets")[0]))
-        return cls(models, max_turns, report_dir, patterns)
+        return cls(
+            models=models,
+            max_turns=_number(config, "llm_max_turns", int, 1),
+            report_dir=_path(config, "llm_report"),
+            dataset_patterns=tuple(_split(_raw(config, "llm_datasets")[0])),
+            concurrency=_number(config, "llm_concurrency", int, 1),
+            max_cost=_number(config, "llm_max_cost", float, 0) if max_cost_text else None,
+            record_dir=record_dir,
+            replay_dir=replay_dir,
+            base_urls=_base_urls(_raw(config, "llm_base_url")[0]),
+            prompt_cache=cache_text in ("true", "1", "yes", "on"),
+            retry=RetryPolicy(
+                max_attempts=_number(config, "llm_retries", int, 1),
+                max_seconds=_number(config, "llm_retry_seconds", float, 0),
+                backoff=_number(config, "llm_retry_backoff", float, 0),
+            ),
+            prices=prices,
+        )

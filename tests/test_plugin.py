@@ -294,7 +294,10 @@ def test_unknown_model_is_a_one_line_usage_error(pytester: pytest.Pytester, data
     result = pytester.runpytest("--llm-model=oracle,gpt-99")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: --llm-model: unknown model 'gpt-99'; known models: oracle, nop"]
+        [
+            "ERROR: --llm-model: unknown model 'gpt-99'; known models: oracle, nop, haiku, *"
+            "anthropic:<model-id>, openai:<model-id>, openai-responses:<model-id>"
+        ]
     )
     assert "Traceback" not in result.stderr.str()
 
@@ -305,7 +308,7 @@ def test_bad_max_turns_is_a_usage_error(
 ) -> None:
     result = pytester.runpytest(f"--llm-max-turns={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --llm-max-turns: expected a positive integer*"])
+    result.stderr.fnmatch_lines(["ERROR: --llm-max-turns: expected an integer >= 1, got *"])
 
 
 def test_turn_limit_cuts_the_run_off(pytester: pytest.Pytester, dataset: Path) -> None:

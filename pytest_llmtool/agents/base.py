@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from pytest_llmtool.metrics import Message
+from pytest_llmtool.pricing import Price
 from pytest_llmtool.tasks import Task
 
 
@@ -27,8 +28,13 @@ class ChatRequest(BaseModel):
 
 
 class Usage(BaseModel):
+    """Token counts of one call. `input_tokens` is the whole prompt, cached parts included,
+    so context growth reads the same with caching on or off."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class ChatResponse(BaseModel):
@@ -37,6 +43,8 @@ class ChatResponse(BaseModel):
     message: Message
     stop: bool
     usage: Usage = Usage()
+    stop_reason: str | None = None
+    retries: int = 0
 
 
 class AgentError(Exception):
@@ -52,6 +60,9 @@ class ModelSpec(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def price(self) -> Price | None: ...
 
     def skip_reason(self, task: Task) -> str | None:
         """Why this model cannot run the task at all, or None."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse
 from pytest_llmtool.metrics import Message, TextBlock, ToolUseBlock
+from pytest_llmtool.pricing import Price
 from pytest_llmtool.tasks import Task
 
 
@@ -41,6 +42,7 @@ class NopAgent:
 @dataclass(frozen=True)
 class OracleModel:
     name: str = "oracle"
+    price: Price | None = None
 
     def skip_reason(self, task: Task) -> str | None:
         if not task.solution:
@@ -54,6 +56,7 @@ class OracleModel:
 @dataclass(frozen=True)
 class NopModel:
     name: str = "nop"
+    price: Price | None = None
 
     def skip_reason(self, task: Task) -> str | None:
         return None

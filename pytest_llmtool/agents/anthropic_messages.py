@@ -1,0 +1,94 @@
+"""Anthropic Messages: tool_use / tool_result blocks, prompt caching on by default.
+
+With caching on, three cache breakpoints are set: the last tool, the system prompt and the
+last block of the conversation, so each turn reads the prefix the previous turn wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+
+from pytest_llmtool.agents.base import ChatRequest, ChatResponse, Usage
+from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
+from pytest_llmtool.metrics import Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+KEY_ENV = "ANTHROPIC_API_KEY"
+MAX_TOKENS = 4096
+_CACHE = {"type": "ephemeral"}
+
+
+def _block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> dict[str, Any]:
+    if isinstance(block, ToolResultBlock):
+        return {
+            "type": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": block.content,
+            "is_error": block.is_error,
+        }
+    return block.model_dump()
+
+
+def build_request(request: ChatRequest, model: str, cache: bool) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [
+        {"role": m.role, "content": [_block(b) for b in m.content]} for m in request.messages
+    ]
+    tools: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in request.tools
+    ]
+    system: list[dict[str, Any]] = [{"type": "text", "text": request.system}]
+    if cache:
+        if tools:
+            tools[-1]["cache_control"] = _CACHE
+        system[-1]["cache_control"] = _CACHE
+        last: list[dict[str, Any]] = messages[-1]["content"] if messages else []
+        if last:
+            last[-1]["cache_control"] = _CACHE
+    return {
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "system": system,
+        "messages": messages,
+        "tools": tools,
+    }
+
+
+def parse_response(response: Any) -> ChatResponse:
+    content: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
+    for block in response.content:
+        if block.type == "text":
+            content.append(TextBlock(text=block.text))
+        elif block.type == "tool_use":
+            content.append(ToolUseBlock(id=block.id, name=block.name, input=dict(block.input)))
+    usage = response.usage
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
+    return ChatResponse(
+        message=Message(role="assistant", content=content),
+        stop=response.stop_reason == "end_turn",
+        stop_reason=response.stop_reason,
+        usage=Usage(
+            input_tokens=usage.input_tokens + cache_read + cache_write,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class AnthropicAgent:
+    client: anthropic.AsyncAnthropic
+    model: str
+    policy: RetryPolicy
+    cache: bool = True
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        body = build_request(request, self.model, self.cache)
+        response, retries = await call_with_retries(
+            lambda: self.client.messages.create(**body), self.policy, KEY_ENV
+        )
+        return parse_response(response).model_copy(update={"retries": retries})

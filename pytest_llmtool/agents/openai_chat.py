@@ -1,0 +1,111 @@
+"""OpenAI Chat Completions (and any compatible server): `tool_calls` and `role: tool` messages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from pytest_llmtool.agents.base import ChatRequest, ChatResponse, Usage
+from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
+from pytest_llmtool.metrics import Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+KEY_ENV = "OPENAI_API_KEY"
+
+
+def parse_arguments(arguments: str | None) -> dict[str, Any]:
+    """Tool arguments as a dict; text that is not a JSON object is kept under `_raw`."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {"_raw": arguments}
+    return value if isinstance(value, dict) else {"_raw": arguments}
+
+
+def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": request.system}]
+    for message in request.messages:
+        text = message.text()
+        if message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            calls = message.tool_uses()
+            if calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.input)},
+                    }
+                    for c in calls
+                ]
+            out.append(entry)
+            continue
+        out += [
+            {"role": "tool", "tool_call_id": b.tool_use_id, "content": b.content}
+            for b in message.content
+            if isinstance(b, ToolResultBlock)
+        ]
+        if text:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": _messages(request),
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ],
+    }
+
+
+def parse_response(response: Any) -> ChatResponse:
+    choice = response.choices[0]
+    content: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
+    if choice.message.content:
+        content.append(TextBlock(text=choice.message.content))
+    for call in choice.message.tool_calls or []:
+        content.append(
+            ToolUseBlock(
+                id=call.id,
+                name=call.function.name,
+                input=parse_arguments(call.function.arguments),
+            )
+        )
+    usage = response.usage
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    return ChatResponse(
+        message=Message(role="assistant", content=content),
+        stop=choice.finish_reason == "stop",
+        stop_reason=choice.finish_reason,
+        usage=Usage(
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            cache_read_tokens=(getattr(details, "cached_tokens", None) or 0),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class OpenAIChatAgent:
+    client: openai.AsyncOpenAI
+    model: str
+    policy: RetryPolicy
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        body = build_request(request, self.model)
+        response, retries = await call_with_retries(
+            lambda: self.client.chat.completions.create(**body), self.policy, KEY_ENV
+        )
+        return parse_response(response).model_copy(update={"retries": retries})

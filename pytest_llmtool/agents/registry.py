@@ -1,0 +1,171 @@
+"""Model names: offline agents, aliases and explicit `provider:model-id` names.
+
+`--llm-model` takes `oracle`, `nop`, an alias (`haiku`, `gpt-5.2`, …; `llm_model_aliases` in
+the ini file adds more) or `anthropic:<id>`, `openai:<id>`, `openai-responses:<id>`.
+Real models share one SDK client per provider per process, created lazily on the event loop
+that all agent runs use.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import openai
+
+from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
+from pytest_llmtool.agents.base import Agent, ModelSpec, UnknownModel
+from pytest_llmtool.agents.offline import NopModel, OracleModel
+from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
+from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
+from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
+from pytest_llmtool.agents.retry import RetryPolicy
+from pytest_llmtool.pricing import Price
+from pytest_llmtool.tasks import Task
+
+OFFLINE = ("oracle", "nop")
+PROVIDERS = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+}
+DEFAULT_ALIASES = {
+    "haiku": "anthropic:claude-haiku-4-5",
+    "sonnet": "anthropic:claude-sonnet-4-6",
+    "opus": "anthropic:claude-opus-4-8",
+    "gpt-5": "openai:gpt-5",
+    "gpt-5-mini": "openai:gpt-5-mini",
+    "gpt-5.2": "openai:gpt-5.2",
+    "gpt-4.1": "openai:gpt-4.1",
+    "gpt-4o-mini": "openai:gpt-4o-mini",
+    "gpt-5.3-codex": "openai-responses:gpt-5.3-codex",
+}
+# Connect fast, but let a long generation finish (the upstream harness uses 15 s / 300 s).
+TIMEOUT = anthropic.Timeout(300.0, connect=15.0)
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved name: `provider` is "offline" for oracle and nop."""
+
+    name: str
+    provider: str
+    model_id: str
+
+    @property
+    def key_env(self) -> str | None:
+        return PROVIDERS.get(self.provider)
+
+
+def parse_aliases(lines: list[str]) -> dict[str, str]:
+    aliases = dict(DEFAULT_ALIASES)
+    for line in lines:
+        alias, sep, target = (part.strip() for part in line.partition("="))
+        provider = target.partition(":")[0]
+        if not sep or not alias or provider not in PROVIDERS or ":" not in target:
+            raise ValueError(
+                f"llm_model_aliases: expected 'alias = provider:model-id' with provider one of "
+                f"{', '.join(PROVIDERS)}, got {line!r}"
+            )
+        aliases[alias] = target
+    return aliases
+
+
+def resolve(name: str, aliases: dict[str, str]) -> ModelRef:
+    if name in OFFLINE:
+        return ModelRef(name, "offline", name)
+    target = aliases.get(name, name)
+    provider, sep, model_id = target.partition(":")
+    if sep and provider in PROVIDERS and model_id:
+        return ModelRef(name, provider, model_id)
+    known = [*OFFLINE, *aliases, *(f"{p}:<model-id>" for p in PROVIDERS)]
+    raise UnknownModel(name, tuple(known))
+
+
+@dataclass
+class ClientPool:
+    """One SDK client per provider family, shared by every task in this process."""
+
+    base_urls: dict[str, str]
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def anthropic(self) -> anthropic.AsyncAnthropic:
+        if "anthropic" not in self._clients:
+            self._clients["anthropic"] = anthropic.AsyncAnthropic(
+                api_key=os.environ.get("ANTHROPIC_API_KEY"),
+                base_url=self.base_urls.get("anthropic"),
+                max_retries=0,
+                timeout=TIMEOUT,
+            )
+        client: anthropic.AsyncAnthropic = self._clients["anthropic"]
+        return client
+
+    def openai(self) -> openai.AsyncOpenAI:
+        if "openai" not in self._clients:
+            self._clients["openai"] = openai.AsyncOpenAI(
+                api_key=os.environ.get("OPENAI_API_KEY"),
+                base_url=self.base_urls.get("openai"),
+                max_retries=0,
+                timeout=TIMEOUT,
+            )
+        client: openai.AsyncOpenAI = self._clients["openai"]
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+@dataclass(frozen=True)
+class ProviderModel:
+    """A real model, or its recording when replaying."""
+
+    ref: ModelRef
+    price: Price | None
+    pool: ClientPool
+    policy: RetryPolicy
+    prompt_cache: bool
+    record: CallStore | None = None
+    replay: CallStore | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    def skip_reason(self, task: Task) -> str | None:
+        return None
+
+    def _live(self) -> Agent:
+        model_id = self.ref.model_id
+        if self.ref.provider == "anthropic":
+            return AnthropicAgent(self.pool.anthropic(), model_id, self.policy, self.prompt_cache)
+        if self.ref.provider == "openai":
+            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy)
+        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy)
+
+    def create(self, task: Task, trial: int = 0) -> Agent:
+        target = f"{self.ref.provider}:{self.ref.model_id}"
+        if self.replay is not None:
+            return ReplayAgent(self.replay, target, task.id, trial)
+        agent = self._live()
+        if self.record is not None:
+            return RecordingAgent(agent, self.record, target, task.id, trial)
+        return agent
+
+
+def build_model(
+    ref: ModelRef,
+    *,
+    price: Price | None,
+    pool: ClientPool,
+    policy: RetryPolicy,
+    prompt_cache: bool,
+    record: CallStore | None,
+    replay: CallStore | None,
+) -> ModelSpec:
+    if ref.provider == "offline":
+        return OracleModel() if ref.name == "oracle" else NopModel()
+    return ProviderModel(ref, price, pool, policy, prompt_cache, record, replay)

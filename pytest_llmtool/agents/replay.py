@@ -1,0 +1,96 @@
+"""Record and replay at the model-call layer, not HTTP.
+
+Each call is stored as one JSON file whose name is a hash of everything that decides the
+answer: the model, the system prompt, the messages, the tools and the trial index (so
+repeated trials stay independent). Only the request's content and the neutral reply are
+stored, never headers or keys. Replaying needs neither network nor key; a call that was
+never recorded is an error on that item naming the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
+
+
+class ReplayMiss(AgentError):
+    pass
+
+
+def _safe(part: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in part)
+
+
+@dataclass(frozen=True)
+class CallStore:
+    directory: Path
+
+    @staticmethod
+    def key(model: str, request: ChatRequest, trial: int) -> str:
+        payload = {"model": model, "trial": trial, **request.model_dump(mode="json")}
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def path(self, model: str, task_id: str, key: str) -> Path:
+        return self.directory / _safe(model) / _safe(task_id) / f"{key[:24]}.json"
+
+    def save(
+        self, model: str, task_id: str, trial: int, request: ChatRequest, response: ChatResponse
+    ) -> None:
+        key = self.key(model, request, trial)
+        path = self.path(model, task_id, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "key": key,
+            "model": model,
+            "task_id": task_id,
+            "trial": trial,
+            "call": sum(1 for m in request.messages if m.role == "assistant") + 1,
+            "response": response.model_dump(mode="json"),
+        }
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def load(self, model: str, task_id: str, trial: int, request: ChatRequest) -> ChatResponse:
+        key = self.key(model, request, trial)
+        path = self.path(model, task_id, key)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            call = sum(1 for m in request.messages if m.role == "assistant") + 1
+            raise ReplayMiss(
+                f"no recording for task {task_id!r} ({model}, trial {trial}, call {call}) in "
+                f"{self.directory}: the conversation differs from the recorded one"
+            ) from None
+        return ChatResponse.model_validate(record["response"])
+
+
+@dataclass(frozen=True)
+class RecordingAgent:
+    inner: Agent
+    store: CallStore
+    model: str
+    task_id: str
+    trial: int
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        response = await self.inner.chat(request)
+        self.store.save(self.model, self.task_id, self.trial, request, response)
+        return response
+
+
+@dataclass(frozen=True)
+class ReplayAgent:
+    store: CallStore
+    model: str
+    task_id: str
+    trial: int
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return self.store.load(self.model, self.task_id, self.trial, request)

@@ -1,0 +1,125 @@
+"""Retries for provider calls: bounded by attempts and total time, honouring `Retry-After`.
+
+Transient failures (429 rate limits, 5xx, 529 overload, connection errors, malformed bodies)
+are retried. Authentication, quota/billing and invalid requests are not: retrying cannot fix
+them, so the error says what to fix instead. Whatever finally fails is a `ProviderError`,
+which the item reports as an infrastructure error, never as the model failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anthropic
+import openai
+
+from pytest_llmtool.agents.base import AgentError
+
+T = TypeVar("T")
+
+_CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError)
+_MALFORMED = (anthropic.APIResponseValidationError, openai.APIResponseValidationError, ValueError)
+_QUOTA_MARKERS = ("insufficient_quota", "credit balance", "billing", "quota")
+
+
+class ProviderError(AgentError):
+    """A provider call failed for good (after retries, or at once when retrying cannot help)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    max_seconds: float = 120.0
+    backoff: float = 2.0
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after
+        return float(min(self.max_delay, self.backoff * 2 ** (attempt - 1)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    retryable: bool
+    message: str
+    retry_after: float | None = None
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _error_text(exc: Exception) -> str:
+    body: Any = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            return " ".join(str(error.get(k, "")) for k in ("type", "code", "message")).strip()
+    return str(exc)
+
+
+def classify(exc: Exception, key_env: str) -> Verdict:
+    """Decide whether a failed call is worth retrying, and what to tell the user."""
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return Verdict(True, f"cannot reach the provider: {exc}")
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        if isinstance(exc, _MALFORMED):
+            return Verdict(True, f"malformed response: {exc}")
+        raise exc
+    text = _error_text(exc)
+    lowered = text.lower()
+    if status in (401, 403):
+        return Verdict(False, f"authentication failed ({status}): check {key_env}: {text}")
+    if any(marker in lowered for marker in _QUOTA_MARKERS) and status in (400, 402, 429):
+        return Verdict(False, f"quota or billing problem ({status}): check your plan: {text}")
+    if status == 404:
+        return Verdict(False, f"model or endpoint not found (404): {text}")
+    if status in (408, 409, 429) or status >= 500:
+        return Verdict(True, f"HTTP {status}: {text}", _retry_after(exc))
+    return Verdict(False, f"invalid request ({status}): {text}")
+
+
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]], policy: RetryPolicy, key_env: str
+) -> tuple[T, int]:
+    """Run `call` until it succeeds; return its result and how many retries it took."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call(), attempt - 1
+        except Exception as exc:
+            verdict = classify(exc, key_env)
+            if not verdict.retryable:
+                raise ProviderError(verdict.message) from exc
+            delay = policy.delay(attempt, verdict.retry_after)
+            elapsed = time.monotonic() - started
+            if attempt >= policy.max_attempts or elapsed + delay > policy.max_seconds:
+                raise ProviderError(
+                    f"gave up after {attempt} attempts in {elapsed:.1f}s: {verdict.message}"
+                ) from exc
+            await asyncio.sleep(delay)
