@@ -152,7 +152,7 @@ def _stderr_empty(check: Check, trace: AgentTrace, files: FileView) -> tuple[boo
     dirty = next((c.stderr for c in trace.tool_calls if c.stderr), None)
     if dirty is None:
         return True, "all stderr empty"
-    return False, f"stderr: {_shorten(dirty)}"
+    return False, f"stderr: {_shorten(dirty).rstrip()}"
 
 
 def _file_exists(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:

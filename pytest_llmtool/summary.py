@@ -73,6 +73,12 @@ class EvalSummary(BaseModel):
     natural_stops: int = 0
     total_input_tokens: int = 0
     total_output_tokens: int = 0
+    total_cache_read_tokens: int = 0
+    total_cache_write_tokens: int = 0
+    total_retries: int = 0
+    total_cost_usd: float | None = None
+    mean_base_context: float = 0.0
+    mean_context_growth_avg: float = 0.0
     total_duration_ms: int = 0
     avg_duration_ms: float = 0.0
     errors: int = 0
@@ -113,6 +119,13 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
         s.natural_stops += trace.natural_stop
         s.total_input_tokens += trace.total_input_tokens
         s.total_output_tokens += trace.total_output_tokens
+        s.total_cache_read_tokens += trace.total_cache_read_tokens
+        s.total_cache_write_tokens += trace.total_cache_write_tokens
+        s.total_retries += trace.total_retries
+        if trace.cost_usd is not None:
+            s.total_cost_usd = (s.total_cost_usd or 0.0) + trace.cost_usd
+        s.mean_base_context += trace.base_context
+        s.mean_context_growth_avg += trace.context_growth_avg
         s.total_duration_ms += trace.duration_ms
         category = categories[r.category]
         category.tasks += 1
@@ -127,6 +140,8 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
     s.avg_turns_per_task = _ratio(s.total_turns, n)
     s.avg_tool_calls_per_task = _ratio(s.total_tool_calls, n)
     s.avg_duration_ms = _ratio(s.total_duration_ms, n)
+    s.mean_base_context = _ratio(s.mean_base_context, n)
+    s.mean_context_growth_avg = _ratio(s.mean_context_growth_avg, n)
     for category in categories.values():
         category.rate = _rate(category.score, category.max_score, category.tasks)
     s.by_category = dict(sorted(categories.items()))

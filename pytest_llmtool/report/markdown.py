@@ -29,7 +29,8 @@ def _task_section(result: TaskResult) -> list[str]:
         f"({trace.tool_calls_ok} ok, {trace.tool_calls_error} error), "
         f"natural stop: {'yes' if trace.natural_stop else 'no'}",
         f"- Tokens: {trace.total_input_tokens} in / {trace.total_output_tokens} out, "
-        f"duration: {trace.duration_ms} ms",
+        f"duration: {trace.duration_ms} ms"
+        + (f", cost: ${trace.cost_usd:.4f}" if trace.cost_usd is not None else ""),
         "",
     ]
     rows = [

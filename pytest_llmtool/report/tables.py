@@ -41,6 +41,39 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
         ),
         ("Duration", [_duration(s.total_duration_ms) for s in by_model.values()]),
     ]
+    summaries = list(by_model.values())
+    if any(s.total_input_tokens for s in summaries):
+        metrics.append(
+            (
+                "Context base/growth",
+                [
+                    f"{s.mean_base_context:,.0f}/{s.mean_context_growth_avg:+,.0f}"
+                    for s in summaries
+                ],
+            )
+        )
+    if any(s.total_cache_read_tokens or s.total_cache_write_tokens for s in summaries):
+        metrics.append(
+            (
+                "Cache (read/write)",
+                [
+                    f"{_tokens(s.total_cache_read_tokens)}/{_tokens(s.total_cache_write_tokens)}"
+                    for s in summaries
+                ],
+            )
+        )
+    if any(s.total_retries for s in summaries):
+        metrics.append(("Retries", [str(s.total_retries) for s in summaries]))
+    if any(s.total_cost_usd is not None for s in summaries):
+        metrics.append(
+            (
+                "Cost",
+                [
+                    "-" if s.total_cost_usd is None else f"${s.total_cost_usd:.4f}"
+                    for s in summaries
+                ],
+            )
+        )
     if any(s.errors for s in by_model.values()):
         metrics.append(("Errors (not scored)", [str(s.errors) for s in by_model.values()]))
     return ["Metric", *models], [[name, *values] for name, values in metrics]

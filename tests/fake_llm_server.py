@@ -1,0 +1,1268 @@
+"""A scripted fake of the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs.
+
+Point the real SDK clients at it::
+
+    with FakeLLMServer() as server:
+        server.script("List the files.", [Turn(tool_calls=["ls"]), Turn(text="Done.")])
+        anthropic.Anthropic(base_url=server.url, api_key="k")        # POST /v1/messages
+        openai.OpenAI(base_url=server.openai_url, api_key="k")       # POST /v1/chat/completions,
+                                                                     #      /v1/responses
+
+Replies are chosen by the text of the conversation's first user message (the "prompt") and by how
+many assistant turns the request already holds. Requests are validated like the real services
+validate them (tool call / result pairing, role order, schemas ...) and rejected with a 400 in the
+protocol's own error shape, so protocol mistakes in a client surface as ``BadRequestError``.
+The server binds to 127.0.0.1 only and never talks to the network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+__all__ = ["FakeLLMServer", "Fault", "Protocol", "RecordedRequest", "Turn"]
+
+Protocol = Literal["anthropic", "chat", "responses"]
+
+ROUTES: dict[str, Protocol] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+}
+
+# Stop reasons that mean "output was cut off", translated into each protocol's own word so one
+# script can drive every protocol.
+_TRUNCATED = {"max_tokens", "length", "incomplete"}
+
+_TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model reply.
+
+    Each entry of ``tool_calls`` becomes one call of the request's first tool with the input
+    ``{"commands": <entry>}``. Token counts are reported verbatim in the protocol's usage fields
+    (no arithmetic: Anthropic ``input_tokens`` and OpenAI ``prompt_tokens``/``input_tokens`` are
+    both ``input_tokens``). ``cache_write_tokens`` also fills OpenAI's ``cache_write_tokens``
+    usage fields (the installed openai SDK has them); leave it 0 in OpenAI scripts to mimic a
+    service that reports none.
+    """
+
+    tool_calls: Sequence[str] = ()
+    text: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    stop_reason: str | None = None
+    reasoning: bool = False
+
+
+FaultKind = Literal["rate_limit", "server_error", "unauthorized", "malformed", "slow", "quota"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure injected into one request; build them with the class methods."""
+
+    kind: FaultKind
+    retry_after: float | None = None
+    status: int = 500
+    seconds: float = 0.0
+
+    @classmethod
+    def rate_limit(cls, retry_after: float = 1.0) -> Fault:
+        """429 with a ``retry-after`` header (seconds, possibly fractional)."""
+        return cls("rate_limit", retry_after=retry_after, status=429)
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Fault:
+        """5xx: Anthropic ``api_error`` (``overloaded_error`` for 529), OpenAI ``server_error``."""
+        return cls("server_error", status=status)
+
+    @classmethod
+    def unauthorized(cls) -> Fault:
+        """401 authentication error."""
+        return cls("unauthorized", status=401)
+
+    @classmethod
+    def malformed(cls) -> Fault:
+        """200 ``application/json`` whose body is not valid JSON."""
+        return cls("malformed", status=200)
+
+    @classmethod
+    def slow(cls, seconds: float) -> Fault:
+        """Sleep ``seconds`` and then answer normally."""
+        return cls("slow", seconds=seconds, status=200)
+
+    @classmethod
+    def quota(cls) -> Fault:
+        """Out of credit, without ``retry-after``: OpenAI 429 ``insufficient_quota``, Anthropic 400
+        ``invalid_request_error`` "Your credit balance is too low ..."."""
+        return cls("quota", status=429)
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it. ``status`` is 0 until the reply is sent."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+    protocol: Protocol | None
+    status: int = 0
+    fault: FaultKind | None = None
+
+
+class _Reject(Exception):
+    """An error reply: raised anywhere while handling a request."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.kind = kind
+        self.code = code
+        self.param = param
+        self.headers = dict(headers or {})
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _rand(prefix: str, n: int = 24) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _json_reply(status: int, payload: Any, headers: Mapping[str, str] | None = None) -> _Reply:
+    return _Reply(status, json.dumps(payload).encode(), dict(headers or {}))
+
+
+def _error_reply(protocol: Protocol, err: _Reject) -> _Reply:
+    if protocol == "anthropic":
+        request_id = _rand("req_")
+        payload: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": err.kind, "message": err.message},
+            "request_id": request_id,
+        }
+        return _json_reply(err.status, payload, {"request-id": request_id, **err.headers})
+    payload = {
+        "error": {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
+    }
+    return _json_reply(err.status, payload, {"x-request-id": _rand("req_"), **err.headers})
+
+
+def _fault_error(protocol: Protocol, fault: Fault) -> _Reject:
+    anthropic = protocol == "anthropic"
+    if fault.kind == "rate_limit":
+        retry_after = f"{fault.retry_after if fault.retry_after is not None else 1.0:g}"
+        if anthropic:
+            return _Reject(
+                "This request would exceed the rate limit for your organization of 50 requests"
+                " per minute (fake).",
+                status=429,
+                kind="rate_limit_error",
+                headers={"retry-after": retry_after},
+            )
+        return _Reject(
+            "Rate limit reached for requests (fake). Please try again later.",
+            status=429,
+            kind="requests",
+            code="rate_limit_exceeded",
+            headers={"retry-after": retry_after},
+        )
+    if fault.kind == "server_error":
+        if anthropic:
+            if fault.status == 529:
+                return _Reject("Overloaded", status=529, kind="overloaded_error")
+            return _Reject("Internal server error", status=fault.status, kind="api_error")
+        return _Reject(
+            "The server had an error while processing your request. Sorry about that!",
+            status=fault.status,
+            kind="server_error",
+        )
+    if fault.kind == "unauthorized":
+        if anthropic:
+            return _Reject("invalid x-api-key", status=401, kind="authentication_error")
+        return _Reject(
+            "Incorrect API key provided. You can find your API key at"
+            " https://platform.openai.com/account/api-keys.",
+            status=401,
+            code="invalid_api_key",
+        )
+    if fault.kind == "quota":
+        if anthropic:
+            return _Reject(
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans &"
+                " Billing to upgrade or purchase credits."
+            )
+        return _Reject(
+            "You exceeded your current quota, please check your plan and billing details.",
+            status=429,
+            kind="insufficient_quota",
+            code="insufficient_quota",
+        )
+    raise AssertionError(f"fault {fault.kind} has no error reply")
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _require_object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise _Reject("The request body is not valid JSON (expected a JSON object).")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _Reject("model: Field required", param="model", code="missing_required_parameter")
+    if body.get("stream"):
+        raise _Reject("stream: the fake LLM server does not implement streaming", param="stream")
+    return body
+
+
+def _check_object_schema(schema: Any, where: str, name: str, *, openai: bool) -> None:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "object":
+        return
+    if openai:
+        raise _Reject(
+            f"Invalid schema for function '{name}': schema must be a JSON Schema of"
+            f" 'type: \"object\"', got 'type: \"{kind}\"'.",
+            param=where,
+            code="invalid_function_parameters",
+        )
+    raise _Reject(f"{where}: JSON schema is invalid - 'type' must be 'object' (got {kind!r})")
+
+
+def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, dict) and block.get("type") in text_types
+        )
+    return ""
+
+
+def _openai_type_error(where: str, expected: str, value: Any) -> _Reject:
+    got = {dict: "an object", list: "an array", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+    return _Reject(
+        f"Invalid type for '{where}': expected {expected}, but got {got} instead.",
+        param=where,
+        code="invalid_type",
+    )
+
+
+def _check_parts(content: Any, where: str, allowed: tuple[str, ...]) -> None:
+    """OpenAI content: a string or a non-empty list of parts whose types are ``allowed``."""
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _openai_type_error(where, "one of a string or array of objects", content)
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in allowed:
+            supported = ", ".join(f"'{a}'" for a in allowed)
+            raise _Reject(
+                f"Invalid value: '{kind}'. Supported values are: {supported}.",
+                param=f"{where}[{j}].type",
+                code="invalid_value",
+            )
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class FakeLLMServer:
+    """A scripted fake LLM API on ``127.0.0.1``; use as a context manager (or ``start``/``close``).
+
+    ``script`` maps a prompt (text of the conversation's first user message) to its turns;
+    ``latency`` seconds are slept before every answer, in the request's own thread.
+    """
+
+    def __init__(self, script: dict[str, list[Turn]] | None = None, latency: float = 0.0) -> None:
+        self.latency = latency
+        self._lock = threading.Lock()
+        self._scripts: dict[str, list[Turn]] = dict(script or {})
+        self._faults: deque[Fault] = deque()
+        self._requests: list[RecordedRequest] = []
+        # Responses API state: reasoning items we issued, and which output items need theirs.
+        self._issued_reasoning: set[str] = set()
+        self._needs_reasoning: dict[str, str] = {}
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    def start(self) -> FakeLLMServer:
+        if self._httpd is not None:
+            return self
+        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.fake = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.closed = True
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        """Base URL for ``anthropic.Anthropic(base_url=...)``: ``http://127.0.0.1:PORT``."""
+        if self._httpd is None:
+            raise RuntimeError("FakeLLMServer is not running; use it as a context manager")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_url(self) -> str:
+        """Base URL for ``openai.OpenAI(base_url=...)``: ``http://127.0.0.1:PORT/v1``."""
+        return self.url + "/v1"
+
+    # ----------------------------------------------------------------------- scripting
+
+    def script(self, prompt: str, turns: list[Turn]) -> None:
+        """Script the conversation whose first user message is ``prompt`` (replaces any other)."""
+        with self._lock:
+            self._scripts[prompt] = list(turns)
+
+    def fail_next(self, *faults: Fault) -> None:
+        """Queue faults: each following request consumes one, in order, before normal handling."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def reset(self) -> None:
+        """Forget scripts, queued faults and recorded requests (e.g. between tests)."""
+        with self._lock:
+            self._scripts.clear()
+            self._faults.clear()
+            self._requests.clear()
+            self._issued_reasoning.clear()
+            self._needs_reasoning.clear()
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every request received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    # ----------------------------------------------------------------------- request handling
+
+    def _record(self, request: RecordedRequest) -> Fault | None:
+        with self._lock:
+            self._requests.append(request)
+            if request.protocol is not None and self._faults:
+                return self._faults.popleft()
+            return None
+
+    def _turns(self, prompt: str | None) -> list[Turn]:
+        with self._lock:
+            turns = self._scripts.get(prompt) if prompt is not None else None
+        if turns is None:
+            shown = prompt if prompt is None or len(prompt) <= 200 else prompt[:200] + "..."
+            raise _Reject(f"no script for prompt {shown!r}")
+        return turns
+
+    def _handle(self, protocol: Protocol, headers: Mapping[str, str], body: Any) -> _Reply:
+        if protocol == "anthropic":
+            # The 2.x SDK sends the key as ``Authorization: Bearer``; older ones as ``x-api-key``.
+            auth = headers.get("authorization", "")
+            bearer = auth.startswith("Bearer ") and auth[len("Bearer ") :].strip()
+            if not headers.get("x-api-key") and not bearer:
+                raise _Reject(
+                    "x-api-key header is required", status=401, kind="authentication_error"
+                )
+            if not headers.get("anthropic-version"):
+                raise _Reject("anthropic-version: header is required")
+            return self._anthropic(_require_object(body))
+        auth = headers.get("authorization", "")
+        if not auth.startswith("Bearer ") or not auth[len("Bearer ") :].strip():
+            raise _Reject(
+                "You didn't provide an API key. You need to provide your API key in an"
+                " Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                status=401,
+            )
+        if protocol == "chat":
+            return self._chat(_require_object(body))
+        return self._responses(_require_object(body))
+
+    # ----------------------------------------------------------------------- Anthropic
+
+    def _anthropic(self, body: dict[str, Any]) -> _Reply:
+        tool_names = _validate_anthropic(body)
+        messages: list[dict[str, Any]] = body["messages"]
+        prompt = _text_of(messages[0].get("content"), ("text",))
+        turns = self._turns(prompt)
+        index = sum(1 for m in messages if m.get("role") == "assistant")
+        turn = turns[index] if index < len(turns) else Turn(text="done")
+        if turn.tool_calls and not tool_names:
+            raise _Reject("the scripted turn calls a tool but the request declares no tools")
+
+        content: list[dict[str, Any]] = []
+        if turn.text:
+            content.append({"type": "text", "text": turn.text})
+        for command in turn.tool_calls:
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": _rand("toolu_01"),
+                    "name": tool_names[0],
+                    "input": {"commands": command},
+                }
+            )
+        if turn.stop_reason is None:
+            stop_reason = "tool_use" if turn.tool_calls else "end_turn"
+        elif turn.stop_reason in _TRUNCATED:
+            stop_reason = "max_tokens"
+        else:
+            stop_reason = turn.stop_reason
+        message = {
+            "id": _rand("msg_01"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": turn.input_tokens,
+                "output_tokens": turn.output_tokens,
+                "cache_creation_input_tokens": turn.cache_write_tokens,
+                "cache_read_input_tokens": turn.cache_read_tokens,
+                "service_tier": "standard",
+            },
+        }
+        return _json_reply(200, message, {"request-id": _rand("req_")})
+
+    # ----------------------------------------------------------------------- Chat Completions
+
+    def _chat(self, body: dict[str, Any]) -> _Reply:
+        tool_names = _validate_chat(body)
+        messages: list[dict[str, Any]] = body["messages"]
+        first_user = next((m for m in messages if m.get("role") == "user"), None)
+        prompt = None if first_user is None else _text_of(first_user.get("content"), ("text",))
+        turns = self._turns(prompt)
+        index = sum(1 for m in messages if m.get("role") == "assistant")
+        turn = turns[index] if index < len(turns) else Turn(text="done")
+        if turn.tool_calls and not tool_names:
+            raise _Reject("the scripted turn calls a tool but the request declares no tools")
+
+        tool_calls = [
+            {
+                "id": _rand("call_"),
+                "type": "function",
+                "function": {"name": tool_names[0], "arguments": json.dumps({"commands": cmd})},
+            }
+            for cmd in turn.tool_calls
+        ]
+        if turn.stop_reason is None:
+            finish_reason = "tool_calls" if tool_calls else "stop"
+        elif turn.stop_reason in _TRUNCATED:
+            finish_reason = "length"
+        else:
+            finish_reason = turn.stop_reason
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": turn.text if turn.text or not tool_calls else None,
+            "refusal": None,
+            "annotations": [],
+        }
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        completion = {
+            "id": _rand("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+            ],
+            "usage": {
+                "prompt_tokens": turn.input_tokens,
+                "completion_tokens": turn.output_tokens,
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+                "prompt_tokens_details": {
+                    "cached_tokens": turn.cache_read_tokens,
+                    "cache_write_tokens": turn.cache_write_tokens,
+                    "audio_tokens": 0,
+                },
+                "completion_tokens_details": {
+                    "reasoning_tokens": 0,
+                    "audio_tokens": 0,
+                    "accepted_prediction_tokens": 0,
+                    "rejected_prediction_tokens": 0,
+                },
+            },
+            "service_tier": "default",
+            "system_fingerprint": "fp_fake",
+        }
+        return _json_reply(200, completion, {"x-request-id": _rand("req_")})
+
+    # ----------------------------------------------------------------------- Responses
+
+    def _responses(self, body: dict[str, Any]) -> _Reply:
+        with self._lock:
+            issued = set(self._issued_reasoning)
+            needs = dict(self._needs_reasoning)
+        tool_names = _validate_responses(body, issued, needs)
+        items: list[Any] = (
+            [{"role": "user", "content": body["input"]}]
+            if isinstance(body["input"], str)
+            else body["input"]
+        )
+        first_user = next(
+            (i for i in items if i.get("type", "message") == "message" and i.get("role") == "user"),
+            None,
+        )
+        prompt = (
+            None if first_user is None else _text_of(first_user.get("content"), ("input_text",))
+        )
+        turns = self._turns(prompt)
+        index = _count_response_turns(items)
+        turn = turns[index] if index < len(turns) else Turn(text="done")
+        if turn.tool_calls and not tool_names:
+            raise _Reject("the scripted turn calls a tool but the request declares no tools")
+
+        include = body.get("include") or []
+        output: list[dict[str, Any]] = []
+        reasoning_id: str | None = None
+        if turn.reasoning:
+            reasoning_id = _rand("rs_", 32)
+            reasoning: dict[str, Any] = {"type": "reasoning", "id": reasoning_id, "summary": []}
+            if "reasoning.encrypted_content" in include:
+                reasoning["encrypted_content"] = "gAAAA" + secrets.token_urlsafe(48)
+            output.append(reasoning)
+        if turn.text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": _rand("msg_", 32),
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": turn.text,
+                            "annotations": [],
+                            "logprobs": [],
+                        }
+                    ],
+                }
+            )
+        for command in turn.tool_calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": _rand("fc_", 32),
+                    "call_id": _rand("call_"),
+                    "name": tool_names[0],
+                    "arguments": json.dumps({"commands": command}),
+                    "status": "completed",
+                }
+            )
+        if reasoning_id is not None:
+            with self._lock:
+                self._issued_reasoning.add(reasoning_id)
+                for item in output[1:]:
+                    self._needs_reasoning[item["id"]] = reasoning_id
+
+        incomplete = turn.stop_reason is not None and turn.stop_reason in _TRUNCATED
+        tools = [
+            {"strict": True, "description": None, **tool}
+            if tool.get("type") == "function"
+            else tool
+            for tool in body.get("tools") or []
+        ]
+        now = int(time.time())
+        response = {
+            "id": _rand("resp_", 32),
+            "object": "response",
+            "created_at": now,
+            "status": "incomplete" if incomplete else "completed",
+            "completed_at": None if incomplete else now,
+            "background": False,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "max_tool_calls": None,
+            "model": body["model"],
+            "output": output,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None},
+            "service_tier": "default",
+            "store": body.get("store", True),
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}, "verbosity": "medium"},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": tools,
+            "top_logprobs": 0,
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": {
+                "input_tokens": turn.input_tokens,
+                "input_tokens_details": {
+                    "cached_tokens": turn.cache_read_tokens,
+                    "cache_write_tokens": turn.cache_write_tokens,
+                },
+                "output_tokens": turn.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+            },
+            "user": None,
+            "metadata": {},
+        }
+        return _json_reply(200, response, {"x-request-id": _rand("req_")})
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _validate_anthropic(body: dict[str, Any]) -> list[str]:
+    """Reject what the Messages API rejects; return the request's tool names."""
+    max_tokens = body.get("max_tokens")
+    if max_tokens is None:
+        raise _Reject("max_tokens: Field required")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise _Reject("max_tokens: Input should be a valid integer greater than or equal to 1")
+
+    cache_controls = 0
+
+    def cache_control(block: Any, where: str) -> None:
+        nonlocal cache_controls
+        if not isinstance(block, dict) or block.get("cache_control") is None:
+            return
+        control = block["cache_control"]
+        if not isinstance(control, dict) or control.get("type") != "ephemeral":
+            raise _Reject(f"{where}.cache_control.type: Input should be 'ephemeral'")
+        if control.get("ttl", "5m") not in ("5m", "1h"):
+            raise _Reject(f"{where}.cache_control.ttl: Input should be '5m' or '1h'")
+        cache_controls += 1
+
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise _Reject("tools: Input should be a valid list")
+    tool_names: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise _Reject(f"tools.{i}: Input should be a valid dictionary")
+        name = tool.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,128}", name):
+            raise _Reject(f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
+        if name in tool_names:
+            raise _Reject(f"tools: Tool names must be unique (duplicate {name!r}).")
+        if tool.get("type") in (None, "custom"):
+            if "input_schema" not in tool:
+                raise _Reject(f"tools.{i}.custom.input_schema: Field required")
+            _check_object_schema(
+                tool["input_schema"], f"tools.{i}.input_schema", name, openai=False
+            )
+        tool_names.append(name)
+        cache_control(tool, f"tools.{i}")
+
+    system = body.get("system")
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            if not isinstance(block, dict) or block.get("type") != "text":
+                raise _Reject(f"system.{i}.type: Input should be 'text'")
+            if not isinstance(block.get("text"), str) or not block["text"]:
+                raise _Reject("system: text content blocks must be non-empty")
+            cache_control(block, f"system.{i}")
+    elif system is not None and not isinstance(system, str):
+        raise _Reject("system: Input should be a valid string or a list of text blocks")
+
+    tool_choice = body.get("tool_choice")
+    if tool_choice is not None:
+        kind = tool_choice.get("type") if isinstance(tool_choice, dict) else None
+        if kind not in ("auto", "any", "tool", "none"):
+            raise _Reject("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+        if kind in ("any", "tool") and not tool_names:
+            raise _Reject(f"tool_choice: tool_choice of type {kind!r} requires tools")
+        if kind == "tool" and tool_choice.get("name") not in tool_names:
+            raise _Reject(f"tool_choice.name: tool {tool_choice.get('name')!r} not found in tools")
+
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise _Reject("messages: Field required")
+    if not messages:
+        raise _Reject("messages: at least one message is required")
+
+    pending: list[str] = []  # tool_use ids of the previous assistant message
+    seen_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _Reject(f"messages.{i}: Input should be a valid dictionary")
+        role = message.get("role")
+        if role == "system":
+            raise _Reject(
+                'messages: Unexpected role "system". The Messages API accepts a top-level'
+                ' `system` parameter, not "system" as an input message role.'
+            )
+        if role not in ("user", "assistant"):
+            raise _Reject(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        if i == 0 and role != "user":
+            raise _Reject('messages: first message must use the "user" role')
+        if i > 0 and messages[i - 1].get("role") == role:
+            raise _Reject(
+                'messages: roles must alternate between "user" and "assistant", but found'
+                f' multiple "{role}" roles in a row'
+            )
+        last = i == len(messages) - 1
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content and not (last and role == "assistant"):
+                raise _Reject(
+                    f"messages.{i}: all messages must have non-empty content except for the"
+                    " optional final assistant message"
+                )
+            blocks: list[Any] = []
+        elif isinstance(content, list):
+            if not content and not (last and role == "assistant"):
+                raise _Reject(
+                    f"messages.{i}: all messages must have non-empty content except for the"
+                    " optional final assistant message"
+                )
+            blocks = content
+        else:
+            raise _Reject(f"messages.{i}.content: Input should be a valid string or list")
+
+        uses: list[str] = []
+        results: list[str] = []
+        other_seen = False
+        for j, block in enumerate(blocks):
+            where = f"messages.{i}.content.{j}"
+            kind = block.get("type") if isinstance(block, dict) else None
+            if not isinstance(kind, str):
+                raise _Reject(f"{where}.type: Field required")
+            cache_control(block, where)
+            if kind == "text":
+                if not isinstance(block.get("text"), str) or not block["text"]:
+                    raise _Reject("messages: text content blocks must be non-empty")
+            elif kind == "tool_use":
+                if role != "assistant":
+                    raise _Reject(
+                        f"{where}: `tool_use` blocks may only appear in assistant messages"
+                    )
+                use_id, name = block.get("id"), block.get("name")
+                if not isinstance(use_id, str) or not use_id:
+                    raise _Reject(f"{where}.id: Field required")
+                if not isinstance(block.get("input"), dict):
+                    raise _Reject(f"{where}.input: Input should be a valid dictionary")
+                if not tool_names:
+                    raise _Reject(_TOOLS_REQUIRED)
+                if name not in tool_names:
+                    raise _Reject(
+                        f"{where}: tool_use name {name!r} is not one of the request's tools"
+                        f" {tool_names}"
+                    )
+                if use_id in seen_ids:
+                    raise _Reject(f"{where}: `tool_use` ids must be unique (duplicate {use_id!r})")
+                seen_ids.add(use_id)
+                uses.append(use_id)
+            elif kind == "tool_result":
+                if role != "user":
+                    raise _Reject(f"{where}: `tool_result` blocks may only appear in user messages")
+                if not tool_names:
+                    raise _Reject(_TOOLS_REQUIRED)
+                result_id = block.get("tool_use_id")
+                if result_id not in pending:
+                    raise _Reject(
+                        f"{where}: unexpected `tool_use_id` found in `tool_result` blocks:"
+                        f" {result_id}. Each `tool_result` block must have a corresponding"
+                        " `tool_use` block in the previous message."
+                    )
+                if other_seen:
+                    raise _Reject(
+                        f"{where}: `tool_result` blocks must come before any other content in"
+                        " the user message that answers `tool_use` blocks"
+                    )
+                result_content = block.get("content")
+                if result_content is not None and not isinstance(result_content, (str, list)):
+                    raise _Reject(f"{where}.content: Input should be a valid string or list")
+                for k, sub in enumerate(result_content if isinstance(result_content, list) else []):
+                    if not isinstance(sub, dict) or sub.get("type") not in ("text", "image"):
+                        raise _Reject(
+                            f"{where}.content.{k}.type: Input should be 'text' or 'image'"
+                        )
+                    cache_control(sub, f"{where}.content.{k}")
+                results.append(result_id)
+            if kind != "tool_result":
+                other_seen = True
+
+        if pending:
+            missing = [p for p in pending if p not in results]
+            if missing:
+                raise _Reject(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks"
+                    f" immediately after: {', '.join(missing)}. Each `tool_use` block must have a"
+                    " corresponding `tool_result` block in the next message."
+                )
+        pending = uses
+    if pending:
+        raise _Reject(
+            f"messages.{len(messages)}: `tool_use` ids were found without `tool_result` blocks"
+            f" immediately after: {', '.join(pending)}. Each `tool_use` block must have a"
+            " corresponding `tool_result` block in the next message."
+        )
+    if cache_controls > 4:
+        raise _Reject(
+            f"A maximum of 4 blocks with cache_control may be provided. Found {cache_controls}."
+        )
+    return tool_names
+
+
+def _validate_chat(body: dict[str, Any]) -> list[str]:
+    """Reject what Chat Completions rejects; return the request's function tool names."""
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise _openai_type_error("tools", "an array", tools)
+    tool_names: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise _Reject(
+                f"Invalid value for 'tools[{i}].type': expected 'function'.",
+                param=f"tools[{i}].type",
+                code="invalid_value",
+            )
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise _Reject(
+                f"Missing required parameter: 'tools[{i}].function'.",
+                param=f"tools[{i}].function",
+                code="missing_required_parameter",
+            )
+        name = function.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name):
+            raise _Reject(
+                f"Invalid 'tools[{i}].function.name': string does not match pattern. Expected a"
+                " string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                param=f"tools[{i}].function.name",
+                code="invalid_value",
+            )
+        if "parameters" in function:
+            _check_object_schema(
+                function["parameters"], f"tools[{i}].function.parameters", name, openai=True
+            )
+        tool_names.append(name)
+
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise _Reject(
+            "Missing required parameter: 'messages'.",
+            param="messages",
+            code="missing_required_parameter",
+        )
+    if not messages:
+        raise _Reject(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an"
+            " empty array instead.",
+            param="messages",
+            code="empty_array",
+        )
+
+    def unanswered(ids: list[str], param: str) -> _Reject:
+        return _Reject(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding"
+            " to each 'tool_call_id'. The following tool_call_ids did not have response messages:"
+            f" {', '.join(ids)}",
+            param=param,
+        )
+
+    pending: list[str] = []  # tool_call ids of the last assistant message not yet answered
+    answerable: set[str] = set()  # ids the current run of tool messages may answer
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise _openai_type_error(where, "an object", message)
+        role = message.get("role")
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            raise _Reject(
+                f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user',"
+                " 'function', 'tool', and 'developer'.",
+                param=f"{where}.role",
+                code="invalid_value",
+            )
+        if pending and role != "tool":
+            raise unanswered(pending, f"{where}.role")
+        content = message.get("content")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise _Reject(
+                    "Missing parameter 'tool_call_id': messages with role 'tool' must have a"
+                    " 'tool_call_id'.",
+                    param=f"{where}.tool_call_id",
+                )
+            if call_id not in answerable:
+                raise _Reject(
+                    "Invalid parameter: messages with role 'tool' must be a response to a"
+                    " preceeding message with 'tool_calls'.",
+                    param=f"{where}.role",
+                )
+            answerable.discard(call_id)
+            if call_id in pending:
+                pending.remove(call_id)
+            _check_parts(content, f"{where}.content", ("text",))
+            continue
+        answerable = set()
+        if role == "assistant":
+            tool_calls = message.get("tool_calls")
+            if tool_calls is not None:
+                if not isinstance(tool_calls, list):
+                    raise _openai_type_error(f"{where}.tool_calls", "an array", tool_calls)
+                for j, call in enumerate(tool_calls):
+                    cwhere = f"{where}.tool_calls[{j}]"
+                    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                        raise _Reject(
+                            f"Missing required parameter: '{cwhere}.id'.",
+                            param=f"{cwhere}.id",
+                            code="missing_required_parameter",
+                        )
+                    if call.get("type") != "function":
+                        raise _Reject(
+                            f"Missing required parameter: '{cwhere}.type'.",
+                            param=f"{cwhere}.type",
+                            code="missing_required_parameter",
+                        )
+                    function = call.get("function")
+                    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                        raise _Reject(
+                            f"Missing required parameter: '{cwhere}.function.name'.",
+                            param=f"{cwhere}.function.name",
+                            code="missing_required_parameter",
+                        )
+                    arguments = function.get("arguments")
+                    if not isinstance(arguments, str):
+                        raise _openai_type_error(
+                            f"{cwhere}.function.arguments", "a string", arguments
+                        )
+                    pending.append(call["id"])
+                answerable = set(pending)
+            if content is None and not tool_calls:
+                raise _Reject(
+                    "Invalid value for 'content': expected a string, got null.",
+                    param=f"{where}.content",
+                )
+            if content is not None:
+                _check_parts(content, f"{where}.content", ("text", "refusal"))
+        else:
+            if content is None:
+                raise _Reject(
+                    "Invalid value for 'content': expected a string, got null.",
+                    param=f"{where}.content",
+                )
+            allowed = ("text", "image_url", "input_audio", "file") if role == "user" else ("text",)
+            _check_parts(content, f"{where}.content", allowed)
+    if pending:
+        raise unanswered(pending, "messages")
+    return tool_names
+
+
+_ASSISTANT_ITEMS = ("reasoning", "function_call", "assistant_message")
+
+
+def _item_kind(item: dict[str, Any]) -> str:
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message" and item.get("role") == "assistant":
+        return "assistant_message"
+    return str(kind)
+
+
+def _count_response_turns(items: list[Any]) -> int:
+    """Assistant turns in a Responses input: runs of consecutive assistant-side items."""
+    turns = 0
+    in_run = False
+    for item in items:
+        assistant = isinstance(item, dict) and _item_kind(item) in _ASSISTANT_ITEMS
+        if assistant and not in_run:
+            turns += 1
+        in_run = assistant
+    return turns
+
+
+def _validate_responses(
+    body: dict[str, Any], issued_reasoning: set[str], needs_reasoning: dict[str, str]
+) -> list[str]:
+    """Reject what the Responses API rejects; return the request's function tool names."""
+    if body.get("previous_response_id") is not None:
+        raise _Reject(
+            f"Previous response with id '{body['previous_response_id']}' not found (the fake LLM"
+            " server stores no responses).",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise _openai_type_error("instructions", "a string", instructions)
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise _openai_type_error("tools", "an array", tools)
+    tool_names: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise _Reject(
+                f"Missing required parameter: 'tools[{i}].type'.",
+                param=f"tools[{i}].type",
+                code="missing_required_parameter",
+            )
+        if tool["type"] != "function":
+            continue
+        if "function" in tool:
+            raise _Reject(
+                f"Unknown parameter: 'tools[{i}].function'. (The Responses API takes flat"
+                " function tools: {type, name, description, parameters}.)",
+                param=f"tools[{i}].function",
+                code="unknown_parameter",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name):
+            raise _Reject(
+                f"Missing required parameter: 'tools[{i}].name'.",
+                param=f"tools[{i}].name",
+                code="missing_required_parameter",
+            )
+        if tool.get("parameters") is not None:
+            _check_object_schema(tool["parameters"], f"tools[{i}].parameters", name, openai=True)
+        tool_names.append(name)
+
+    raw_input = body.get("input")
+    if isinstance(raw_input, str):
+        return tool_names
+    if not isinstance(raw_input, list):
+        raise _openai_type_error("input", "one of a string or array of input items", raw_input)
+
+    store = body.get("store", True) is not False
+    calls: set[str] = set()
+    pending: list[str] = []  # function_call ids still waiting for their output
+    reasoning_seen: set[str] = set()
+
+    def no_output(param: str) -> _Reject:
+        return _Reject(f"No tool output found for function call {pending[0]}.", param=param)
+
+    for i, item in enumerate(raw_input):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise _openai_type_error(where, "an object", item)
+        kind = item.get("type", "message" if "role" in item else None)
+        item_id = item.get("id")
+        # With ``store`` the service looks stored output items up, and insists that an item a
+        # reasoning item preceded comes back with it.
+        if store and isinstance(item_id, str) and item_id in needs_reasoning:
+            required = needs_reasoning[item_id]
+            if required not in reasoning_seen:
+                raise _Reject(
+                    f"Item '{item_id}' of type '{kind}' was provided without its required"
+                    f" 'reasoning' item: '{required}'.",
+                    param="input",
+                )
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise _Reject(
+                    f"Invalid value: '{role}'. Supported values are: 'assistant', 'system',"
+                    " 'developer', and 'user'.",
+                    param=f"{where}.role",
+                    code="invalid_value",
+                )
+            if role == "user" and pending:
+                raise no_output("input")
+            content = item.get("content")
+            if content is None:
+                raise _openai_type_error(f"{where}.content", "a string or array", content)
+            allowed = (
+                ("output_text", "refusal")
+                if role == "assistant"
+                else ("input_text", "input_image", "input_file")
+            )
+            _check_parts(content, f"{where}.content", allowed)
+        elif kind == "function_call":
+            call_id = item.get("call_id")
+            for key in ("call_id", "name"):
+                if not isinstance(item.get(key), str) or not item[key]:
+                    raise _Reject(
+                        f"Missing required parameter: '{where}.{key}'.",
+                        param=f"{where}.{key}",
+                        code="missing_required_parameter",
+                    )
+            if not isinstance(item.get("arguments"), str):
+                raise _openai_type_error(f"{where}.arguments", "a string", item.get("arguments"))
+            calls.add(str(call_id))
+            pending.append(str(call_id))
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if call_id not in calls:
+                raise _Reject(
+                    f"No tool call found for function call output with call_id {call_id}.",
+                    param="input",
+                )
+            output = item.get("output")
+            if not isinstance(output, (str, list)):
+                raise _openai_type_error(f"{where}.output", "a string or array", output)
+            if call_id in pending:
+                pending.remove(call_id)
+        elif kind == "reasoning":
+            if not isinstance(item_id, str):
+                raise _Reject(
+                    f"Missing required parameter: '{where}.id'.",
+                    param=f"{where}.id",
+                    code="missing_required_parameter",
+                )
+            if not isinstance(item.get("summary"), list):
+                raise _Reject(
+                    f"Missing required parameter: '{where}.summary'.",
+                    param=f"{where}.summary",
+                    code="missing_required_parameter",
+                )
+            if not item.get("encrypted_content"):
+                if not store:
+                    raise _Reject(
+                        f"Item with id '{item_id}' not found. Items are not persisted when `store`"
+                        " is set to false. Try again with `store` set to true, or remove this item"
+                        " from your input.",
+                        param="input",
+                    )
+                if item_id not in issued_reasoning:
+                    raise _Reject(f"Item with id '{item_id}' not found.", param="input")
+            following = raw_input[i + 1] if i + 1 < len(raw_input) else None
+            if not isinstance(following, dict) or _item_kind(following) not in (
+                "function_call",
+                "assistant_message",
+            ):
+                raise _Reject(
+                    f"Item '{item_id}' of type 'reasoning' was provided without its required"
+                    " following item.",
+                    param="input",
+                )
+            reasoning_seen.add(item_id)
+        elif kind != "item_reference":
+            raise _Reject(
+                f"Invalid value: '{kind}'. Supported values are: 'message', 'function_call',"
+                " 'function_call_output', 'reasoning' and 'item_reference'.",
+                param=f"{where}.type",
+                code="invalid_value",
+            )
+    if pending:
+        raise no_output("input")
+    return tool_names
+
+
+# --------------------------------------------------------------------------- HTTP plumbing
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    fake: FakeLLMServer
+    closed = False
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # One buffered write per reply, without Nagle: avoids 40 ms delayed-ACK stalls per request.
+    wbufsize = -1
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+    timeout = 60  # idle keep-alive connections are dropped after this
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._send(_error_reply("chat", _Reject("Not found", status=404, code="unknown_url")), None)
+
+    def do_POST(self) -> None:
+        if self.server.closed:  # a kept-alive connection outliving the server: hang up
+            self.close_connection = True
+            return
+        fake = self.server.fake
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        path = urlsplit(self.path).path
+        protocol = ROUTES.get(path)
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        record = RecordedRequest(path=path, headers=headers, body=body, protocol=protocol)
+        fault = fake._record(record)
+        record.fault = fault.kind if fault else None
+
+        if fault is not None and fault.kind == "slow":
+            time.sleep(fault.seconds)
+        if fake.latency > 0:
+            time.sleep(fake.latency)
+
+        if protocol is None:
+            error_protocol: Protocol = "anthropic" if "anthropic-version" in headers else "chat"
+            not_found = _Reject(
+                f"Not found: POST {path}", status=404, kind="not_found_error", code="unknown_url"
+            )
+            self._send(_error_reply(error_protocol, not_found), record)
+            return
+        if fault is not None and fault.kind == "malformed":
+            reply = _Reply(200, b'{"id": "broken", "content": [{"type": "te', {})
+        elif fault is not None and fault.kind != "slow":
+            reply = _error_reply(protocol, _fault_error(protocol, fault))
+        else:
+            try:
+                reply = fake._handle(protocol, headers, body)
+            except _Reject as err:
+                reply = _error_reply(protocol, err)
+        self._send(reply, record)
+
+    def _send(self, reply: _Reply, record: RecordedRequest | None) -> None:
+        if record is not None:
+            record.status = reply.status
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply.body)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(reply.body)

@@ -1,0 +1,350 @@
+"""Real providers end to end: the real SDK clients against the fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm_server import FakeLLMServer, Fault, Turn
+from test_plugin import TASKS, read_report, write_dataset
+
+from pytest_llmtool.agents.base import Usage
+from pytest_llmtool.pricing import DEFAULT_PRICES
+
+SECRET = "sk-test-DO-NOT-LEAK-4f9c2a"
+ALPHA, BETA = TASKS[0], TASKS[1]
+
+# (model name on the command line, price-table entry, whether the protocol has cache writes)
+PROTOCOLS = {
+    "anthropic": ("anthropic:claude-haiku-4-5", "claude-haiku-4-5", True),
+    "openai": ("openai:gpt-5.2", "gpt-5.2", False),
+    "openai-responses": ("openai-responses:gpt-5", "gpt-5", False),
+}
+
+
+def alpha_turns(cache_writes: bool) -> list[Turn]:
+    return [
+        Turn(
+            tool_calls=["mkdir -p /out && cp /in/a.txt /out/b.txt"],
+            input_tokens=1000,
+            output_tokens=50,
+            cache_write_tokens=800 if cache_writes else 0,
+        ),
+        Turn(
+            tool_calls=["wc -l < /out/b.txt"],
+            input_tokens=1150,
+            output_tokens=40,
+            cache_read_tokens=800,
+        ),
+        Turn(
+            text="The file has 2 lines.", input_tokens=1300, output_tokens=10, cache_read_tokens=950
+        ),
+    ]
+
+
+BETA_TURNS = [
+    Turn(tool_calls=["echo hello", "echo oops >&2"], input_tokens=500, output_tokens=20),
+    Turn(text="done", input_tokens=600, output_tokens=5),
+]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_url)
+        yield fake
+
+
+def _prompt_input(turn: Turn, anthropic: bool) -> int:
+    """The whole prompt: Anthropic reports cached parts apart, OpenAI includes them."""
+    if anthropic:
+        return turn.input_tokens + turn.cache_read_tokens + turn.cache_write_tokens
+    return turn.input_tokens
+
+
+def _expected_cost(turns: list[Turn], price_key: str, anthropic: bool) -> float:
+    price = DEFAULT_PRICES[price_key]
+    return sum(
+        price.cost(
+            Usage(
+                input_tokens=_prompt_input(t, anthropic),
+                output_tokens=t.output_tokens,
+                cache_read_tokens=t.cache_read_tokens,
+                cache_write_tokens=t.cache_write_tokens,
+            )
+        )
+        for t in turns
+    )
+
+
+def _script(server: FakeLLMServer, cache_writes: bool) -> None:
+    server.script(ALPHA["prompt"], alpha_turns(cache_writes))
+    server.script(BETA["prompt"], BETA_TURNS)
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_each_protocol_scores_and_counts_as_scripted(
+    pytester: pytest.Pytester, server: FakeLLMServer, protocol: str
+) -> None:
+    model, price_key, anthropic = PROTOCOLS[protocol]
+    write_dataset(pytester, [ALPHA, BETA])
+    _script(server, cache_writes=anthropic)
+    result = pytester.runpytest(f"--llm-model={model}", "--llm-report=out")
+    result.assert_outcomes(passed=1, failed=1)
+    report = read_report(pytester)
+    alpha, beta = report["results"]
+
+    assert alpha["score"]["score"] == alpha["score"]["max_score"] == 4.0
+    turns = alpha_turns(anthropic)
+    inputs = [_prompt_input(t, anthropic) for t in turns]
+    calls = alpha["trace"]["llm_calls"]
+    assert [c["input_tokens"] for c in calls] == inputs
+    assert [c["output_tokens"] for c in calls] == [50, 40, 10]
+    assert [c["cumulative_input"] for c in calls] == [
+        inputs[0],
+        inputs[0] + inputs[1],
+        sum(inputs),
+    ]
+    assert [c["tool_calls_made"] for c in calls] == [1, 1, 0]
+    assert [c["cache_read_tokens"] for c in calls] == [0, 800, 950]
+    assert alpha["trace"]["base_context"] == inputs[0]
+    assert alpha["trace"]["context_growth_avg"] == (inputs[2] - inputs[0]) / 2
+    assert alpha["trace"]["natural_stop"] is True
+    assert alpha["trace"]["cost_usd"] == pytest.approx(_expected_cost(turns, price_key, anthropic))
+
+    # Two tool calls in one reply: both ran, in order, on one sandbox.
+    assert [c["commands"] for c in beta["trace"]["tool_calls"]] == ["echo hello", "echo oops >&2"]
+    assert beta["score"]["score"] == 2.0
+    assert [r["check"] for r in beta["score"]["results"] if not r["passed"]] == ["stderr_empty"]
+
+    summary = report["by_model"][model]
+    assert summary["total_input_tokens"] == sum(inputs) + 1100
+    assert summary["total_cost_usd"] == pytest.approx(
+        _expected_cost(turns, price_key, anthropic)
+        + _expected_cost(BETA_TURNS, price_key, anthropic)
+    )
+    assert summary["mean_base_context"] == (inputs[0] + 500) / 2
+    assert summary["mean_context_growth_avg"] == ((inputs[2] - inputs[0]) / 2 + 100) / 2
+    # Every request passed the fake server's protocol validation.
+    assert {r.status for r in server.requests} == {200}
+    result.stdout.fnmatch_lines(["Context base/growth*", "Cache (read/write)*", "Cost*$0.0*"])
+
+
+def test_anthropic_cache_breakpoints_on_by_default_and_off_on_request(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=True)
+    pytester.runpytest("--llm-model=haiku").assert_outcomes(passed=1)
+    last = server.requests[-1].body
+    assert last["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert last["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert last["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+    server.reset()
+    _script(server, cache_writes=True)
+    pytester.runpytest("--llm-model=haiku", "--llm-prompt-cache=false").assert_outcomes(passed=1)
+    assert "cache_control" not in json.dumps([r.body for r in server.requests])
+
+
+def test_rate_limits_and_server_errors_are_retried_and_counted(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    server.fail_next(Fault.rate_limit(retry_after=0.05), Fault.server_error(500), Fault.malformed())
+    result = pytester.runpytest("--llm-model=openai:gpt-5.2", "--llm-report=out")
+    result.assert_outcomes(passed=1)
+    (alpha,) = read_report(pytester)["results"]
+    assert [c["retries"] for c in alpha["trace"]["llm_calls"]] == [3, 0, 0]
+    assert read_report(pytester)["summary"]["total_retries"] == 3
+    assert [r.status for r in server.requests][:4] == [429, 500, 200, 200]
+
+
+@pytest.mark.parametrize(
+    ("fault", "model", "message"),
+    [
+        (
+            Fault.unauthorized(),
+            "haiku",
+            "*infrastructure error: ProviderError: authentication failed (401): "
+            "check ANTHROPIC_API_KEY*",
+        ),
+        (
+            Fault.quota(),
+            "openai:gpt-5.2",
+            "*infrastructure error: ProviderError: quota or billing problem (429)*",
+        ),
+        (
+            Fault.quota(),
+            "haiku",
+            "*infrastructure error: ProviderError: quota or billing problem (400)*",
+        ),
+    ],
+)
+def test_fatal_errors_are_not_retried_and_not_scored(
+    pytester: pytest.Pytester, server: FakeLLMServer, fault: Fault, model: str, message: str
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    server.fail_next(fault)
+    result = pytester.runpytest(f"--llm-model={model}", "--llm-report=out")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])
+    assert len(server.requests) == 1
+    report = read_report(pytester)
+    assert report["summary"]["errors"] == 1
+    assert report["summary"]["total_tasks"] == 0
+    assert SECRET not in result.stdout.str()
+
+
+def test_retries_are_bounded(pytester: pytest.Pytester, server: FakeLLMServer) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    server.fail_next(*[Fault.server_error(529)] * 3)
+    result = pytester.runpytest("--llm-model=haiku", "--llm-retries=2", "--llm-retry-backoff=0.01")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ProviderError: gave up after 2 attempts in *HTTP 529*"])
+    assert len(server.requests) == 2
+
+
+def test_missing_key_is_a_one_line_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write_dataset(pytester, [ALPHA])
+    result = pytester.runpytest("--llm-model=oracle,haiku")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --llm-model=haiku needs ANTHROPIC_API_KEY in the environment*"]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_model_aliases_from_ini(pytester: pytest.Pytester, server: FakeLLMServer) -> None:
+    pytester.makeini("[pytest]\nllm_model_aliases =\n    cheap = openai:gpt-5.2\n")
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    result = pytester.runpytest("--llm-model=cheap", "-v")
+    result.stdout.fnmatch_lines(["*data.jsonl::alpha[[]cheap] PASSED*"])
+    assert server.requests[0].body["model"] == "gpt-5.2"
+
+
+def _files_text(root: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def _without_timing(report: dict[str, Any]) -> dict[str, Any]:
+    """A report with wall-clock fields removed: replay reproduces everything else."""
+    timing = {"duration_ms", "latency_ms", "total_duration_ms", "avg_duration_ms"}
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in timing}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return {k: strip(v) for k, v in report.items() if k != "metadata"}
+
+
+def test_record_then_replay_offline_gives_an_identical_report(
+    pytester: pytest.Pytester, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_dataset(pytester, [ALPHA, BETA])
+    _script(server, cache_writes=True)
+    models = "--llm-model=haiku,openai:gpt-5.2"
+    pytester.runpytest(models, "--llm-record=rec", "--llm-report=live", "--junitxml=live.xml")
+    _script(server, cache_writes=False)
+    recorded = len(server.requests)
+    assert recorded == 10
+
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    result = pytester.runpytest(models, "--llm-replay=rec", "--llm-report=replayed")
+    result.assert_outcomes(passed=2, failed=2)
+    assert len(server.requests) == recorded
+    live, replayed = read_report(pytester, "live"), read_report(pytester, "replayed")
+    assert _without_timing(replayed) == _without_timing(live)
+    assert live["by_model"]["haiku"]["total_cost_usd"] > 0
+
+    written = _files_text(pytester.path / "rec") + _files_text(pytester.path / "live")
+    written += _files_text(pytester.path / "replayed") + (pytester.path / "live.xml").read_text()
+    assert SECRET not in written
+    assert "authorization" not in written.lower()
+    assert "x-api-key" not in written.lower()
+
+
+def test_a_replay_miss_is_an_error_naming_the_task(pytester: pytest.Pytester) -> None:
+    write_dataset(pytester, [ALPHA])
+    (pytester.path / "empty").mkdir()
+    result = pytester.runpytest("--llm-model=haiku", "--llm-replay=empty")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ReplayMiss: no recording for task 'alpha'*call 1*"])
+
+
+def test_max_cost_stops_new_tasks_and_still_reports(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    tasks = [{**BETA, "id": f"t{i}", "prompt": f"Say hello, {i}."} for i in range(4)]
+    write_dataset(pytester, tasks)
+    for i in range(4):
+        server.script(f"Say hello, {i}.", BETA_TURNS)
+    result = pytester.runpytest(
+        "--llm-model=haiku",
+        "--llm-max-cost=0.0001",
+        "--llm-concurrency=1",
+        "--llm-report=out",
+        "-rs",
+    )
+    result.assert_outcomes(failed=1, skipped=3)
+    result.stdout.fnmatch_lines(["*--llm-max-cost reached: $0.00* spent of $0.0001*"])
+    assert len(read_report(pytester)["results"]) == 1
+
+
+def test_stop_on_first_failure_bounds_the_tasks_paid_for(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    tasks = [{**BETA, "id": f"t{i}", "prompt": f"Say hello, {i}."} for i in range(12)]
+    write_dataset(pytester, tasks)
+    for i in range(12):
+        server.script(f"Say hello, {i}.", BETA_TURNS)
+    result = pytester.runpytest("--llm-model=haiku", "--llm-concurrency=3", "-x")
+    result.assert_outcomes(failed=1)
+    started = {r.body["messages"][0]["content"][0]["text"] for r in server.requests}
+    # The failing task plus at most --llm-concurrency tasks started ahead of the stop.
+    assert 1 < len(started) <= 1 + 3
+
+
+def test_xdist_with_a_real_provider_matches_serial(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA, BETA])
+    _script(server, cache_writes=False)
+    pytester.runpytest("--llm-model=openai:gpt-5.2", "--llm-report=serial")
+    _script(server, cache_writes=False)
+    pytester.runpytest("--llm-model=openai:gpt-5.2", "--llm-report=xdist", "-n", "2")
+    serial, parallel = read_report(pytester, "serial"), read_report(pytester, "xdist")
+    assert _without_timing(serial)["summary"] == _without_timing(parallel)["summary"]
+
+
+def test_the_agent_shell_never_sees_the_keys(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    task = {**ALPHA, "expectations": [{"check": "exit_code:0"}]}
+    write_dataset(pytester, [task])
+    server.script(ALPHA["prompt"], [Turn(tool_calls=["env; set"])])
+    pytester.runpytest("--llm-model=haiku", "--llm-report=out")
+    (result,) = read_report(pytester)["results"]
+    output = result["trace"]["tool_calls"][0]["stdout"]
+    assert "USER=eval" in output
+    assert SECRET not in output
+    assert "API_KEY" not in output
