@@ -348,3 +348,100 @@ def test_the_agent_shell_never_sees_the_keys(
     assert "USER=eval" in output
     assert SECRET not in output
     assert "API_KEY" not in output
+
+
+def test_connection_errors_are_retried_then_reported(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    write_dataset(pytester, [ALPHA])
+    result = pytester.runpytest(
+        "--llm-model=openai:gpt-5.2",
+        "--llm-base-url=http://127.0.0.1:9/v1",
+        "--llm-retries=2",
+        "--llm-retry-backoff=0.01",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*ProviderError: gave up after 2 attempts in *cannot reach the provider*"]
+    )
+
+
+def test_base_url_option_points_openai_at_a_compatible_server(
+    pytester: pytest.Pytester, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    result = pytester.runpytest(
+        "--llm-model=openai:local-model", f"--llm-base-url={server.openai_url}"
+    )
+    result.assert_outcomes(passed=1)
+    assert server.requests[0].body["model"] == "local-model"
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_truncated_replies_record_their_stop_reason(
+    pytester: pytest.Pytester, server: FakeLLMServer, protocol: str
+) -> None:
+    model = PROTOCOLS[protocol][0]
+    write_dataset(pytester, [ALPHA])
+    server.script(
+        ALPHA["prompt"],
+        [
+            Turn(tool_calls=["ls /in"], stop_reason="max_tokens"),
+            Turn(text="cut", stop_reason="max_tokens"),
+        ],
+    )
+    pytester.runpytest(f"--llm-model={model}", "--llm-report=out")
+    (alpha,) = read_report(pytester)["results"]
+    reasons = [c["stop_reason"] for c in alpha["trace"]["llm_calls"]]
+    expected = {
+        "anthropic": "max_tokens",
+        "openai": "length",
+        "openai-responses": "max_output_tokens",
+    }
+    assert reasons == [expected[protocol]] * 2
+    # The truncated reply that still held a complete tool call was run, as upstream does.
+    assert [c["commands"] for c in alpha["trace"]["tool_calls"]] == ["ls /in"]
+    assert alpha["trace"]["turns"] == 2
+
+
+def test_responses_reasoning_items_are_dropped(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    turns = [
+        Turn(tool_calls=["mkdir -p /out && cp /in/a.txt /out/b.txt"], reasoning=True),
+        Turn(tool_calls=["wc -l < /out/b.txt"], reasoning=True),
+        Turn(text="2", reasoning=True),
+    ]
+    server.script(ALPHA["prompt"], turns)
+    pytester.runpytest("--llm-model=openai-responses:gpt-5.3-codex").assert_outcomes(passed=1)
+    last = server.requests[-1].body
+    assert all(item.get("type") != "reasoning" for item in last["input"])
+    assert last["reasoning"] == {"effort": "high"}
+    assert last["store"] is False
+
+
+def test_max_cost_is_shared_across_xdist_workers(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    tasks = [{**BETA, "id": f"t{i}", "prompt": f"Say hello, {i}."} for i in range(10)]
+    write_dataset(pytester, tasks)
+    for i in range(10):
+        server.script(f"Say hello, {i}.", BETA_TURNS)
+    result = pytester.runpytest(
+        "--llm-model=haiku",
+        "--llm-max-cost=0.0001",
+        "--llm-concurrency=1",
+        "--llm-report=out",
+        "-n",
+        "2",
+    )
+    outcomes = result.parseoutcomes()
+    # Each worker may have one task in flight when the other crosses the limit.
+    assert outcomes.get("failed", 0) <= 2
+    assert outcomes.get("failed", 0) + outcomes.get("skipped", 0) == 10
+    assert len(read_report(pytester)["results"]) == outcomes.get("failed", 0)
