@@ -46,7 +46,8 @@ class RunState:
     budget: Budget
     pool: ClientPool
     runtime: Runtime = field(default_factory=Runtime)
-    categories: set[str] = field(default_factory=set)
+    _markers: dict[str, list[pytest.MarkDecorator]] = field(default_factory=dict)
+    _skips: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
     _slots: asyncio.Semaphore | None = None
 
     @classmethod
@@ -67,6 +68,25 @@ class RunState:
             for ref in settings.models
         )
         return cls(settings, models, budget, pool)
+
+    def category_markers(self, category: str, config: pytest.Config) -> list[pytest.MarkDecorator]:
+        """`llm(category=…)` and, when the name allows `-m`, a marker named after the category.
+
+        Built once per category and shared by its items (large datasets have many items)."""
+        if category not in self._markers:
+            markers = [pytest.mark.llm(category=category)]
+            if category.isidentifier():
+                config.addinivalue_line(
+                    "markers", f"{category}: bash-task category (pytest-llmtool)"
+                )
+                markers.append(getattr(pytest.mark, category))
+            self._markers[category] = markers
+        return self._markers[category]
+
+    def skip_marker(self, reason: str) -> pytest.MarkDecorator:
+        if reason not in self._skips:
+            self._skips[reason] = pytest.mark.skip(reason=reason)
+        return self._skips[reason]
 
     def slots(self) -> asyncio.Semaphore:
         """At most `--llm-concurrency` agent loops run at once in this process."""
@@ -116,14 +136,7 @@ class DatasetFile(pytest.File):
                     self, name=name, nodeid=f"{self.nodeid}::{name}", problem=entry
                 )
                 continue
-            markers = [pytest.mark.llm(category=entry.category)]
-            if entry.category.isidentifier():
-                if entry.category not in state.categories:
-                    state.categories.add(entry.category)
-                    self.config.addinivalue_line(
-                        "markers", f"{entry.category}: bash-task category (pytest-llmtool)"
-                    )
-                markers.append(getattr(pytest.mark, entry.category))
+            markers = state.category_markers(entry.category, self.config)
             for model in state.models:
                 name = f"{entry.id}[{model.name}]"
                 item = TaskItem.from_parent(
@@ -139,7 +152,7 @@ class DatasetFile(pytest.File):
                 # Known before running, so report them as skips located at the dataset line.
                 reason = SCRIPTING_SKIP if entry.tools is not None else model.skip_reason(entry)
                 if reason:
-                    item.add_marker(pytest.mark.skip(reason=reason))
+                    item.add_marker(state.skip_marker(reason))
                 yield item
 
 
@@ -168,14 +181,16 @@ class TaskItem(pytest.Item):
         self.model = model
         self.lineno = lineno
         self.result: TaskResult | None = None
+        self._started = False
         self._future: concurrent.futures.Future[TaskResult] | None = None
         self._not_started: str | None = None
 
     def start(self) -> None:
         """Start the agent run in the background; idempotent. Called ahead of `setup` for
         the next few items so that up to `--llm-concurrency` runs overlap."""
-        if self._future is not None or self._not_started or self.get_closest_marker("skip"):
+        if self._started or self.get_closest_marker("skip"):
             return
+        self._started = True
         state = self.config.stash[STATE_KEY]
         self._not_started = state.budget.exhausted_reason()
         if self._not_started is None:
@@ -185,13 +200,14 @@ class TaskItem(pytest.Item):
         self.start()
         if self._not_started:
             pytest.skip(self._not_started)
-        assert self._future is not None
+        future, self._future = self._future, None
+        assert future is not None
         try:
-            self.result = self._future.result()
+            self.result = future.result()
         except (AgentError, SandboxError) as exc:
             pytest.fail(f"infrastructure error: {type(exc).__name__}: {exc}", pytrace=False)
         except BaseException:
-            self._future.cancel()
+            future.cancel()
             raise
         self._record_properties(self.result)
 

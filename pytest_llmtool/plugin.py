@@ -126,6 +126,7 @@ class TaskRunner:
                 report.duration = item.result.trace.duration_ms / 1000
             elif report.when == "call":
                 setattr(report, RESULT_ATTR, item.result.model_dump(mode="json"))
+                item.result = None  # the report now carries it
         if isinstance(item, TaskItem | BadLineItem) and report.when == "setup" and report.failed:
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
         return report
@@ -148,7 +149,9 @@ class ResultCollector:
         self.written: list[Path] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        result = getattr(report, RESULT_ATTR, None)
+        # Taken off the report: pytest keeps every report to the end, and one copy of each
+        # result (with its whole trace) is enough.
+        result = report.__dict__.pop(RESULT_ATTR, None)
         if result is not None:
             self.results.append(TaskResult.model_validate(result))
         error = getattr(report, ERROR_ATTR, None)

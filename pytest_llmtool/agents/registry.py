@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
-
-from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
 from pytest_llmtool.agents.base import Agent, ModelSpec, UnknownModel
 from pytest_llmtool.agents.offline import NopModel, OracleModel
-from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
-from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import Price
 from pytest_llmtool.tasks import Task
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 OFFLINE = ("oracle", "nop")
 PROVIDERS = {
@@ -43,7 +41,7 @@ DEFAULT_ALIASES = {
     "gpt-5.3-codex": "openai-responses:gpt-5.3-codex",
 }
 # Connect fast, but let a long generation finish (the upstream harness uses 15 s / 300 s).
-TIMEOUT = anthropic.Timeout(300.0, connect=15.0)
+TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS = 300.0, 15.0
 
 
 @dataclass(frozen=True)
@@ -86,29 +84,37 @@ def resolve(name: str, aliases: dict[str, str]) -> ModelRef:
 
 @dataclass
 class ClientPool:
-    """One SDK client per provider family, shared by every task in this process."""
+    """One SDK client per provider family, shared by every task in this process.
+
+    The SDKs are imported on first use: they take over a second to import, which an offline
+    run (or any pytest run in an environment where the plugin is installed) should not pay.
+    """
 
     base_urls: dict[str, str]
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
         if "anthropic" not in self._clients:
+            import anthropic
+
             self._clients["anthropic"] = anthropic.AsyncAnthropic(
                 api_key=os.environ.get("ANTHROPIC_API_KEY"),
                 base_url=self.base_urls.get("anthropic"),
                 max_retries=0,
-                timeout=TIMEOUT,
+                timeout=anthropic.Timeout(TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
             )
         client: anthropic.AsyncAnthropic = self._clients["anthropic"]
         return client
 
     def openai(self) -> openai.AsyncOpenAI:
         if "openai" not in self._clients:
+            import openai
+
             self._clients["openai"] = openai.AsyncOpenAI(
                 api_key=os.environ.get("OPENAI_API_KEY"),
                 base_url=self.base_urls.get("openai"),
                 max_retries=0,
-                timeout=TIMEOUT,
+                timeout=openai.Timeout(TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
             )
         client: openai.AsyncOpenAI = self._clients["openai"]
         return client
@@ -141,9 +147,15 @@ class ProviderModel:
     def _live(self) -> Agent:
         model_id = self.ref.model_id
         if self.ref.provider == "anthropic":
+            from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
+
             return AnthropicAgent(self.pool.anthropic(), model_id, self.policy, self.prompt_cache)
         if self.ref.provider == "openai":
+            from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
+
             return OpenAIChatAgent(self.pool.openai(), model_id, self.policy)
+        from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
+
         return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy)
 
     def create(self, task: Task, trial: int = 0) -> Agent:

@@ -15,15 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import anthropic
-import openai
-
 from pytest_llmtool.agents.base import AgentError
 
 T = TypeVar("T")
 
-_CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError)
-_MALFORMED = (anthropic.APIResponseValidationError, openai.APIResponseValidationError, ValueError)
 _QUOTA_MARKERS = ("insufficient_quota", "credit balance", "billing", "quota")
 
 
@@ -82,11 +77,17 @@ def _error_text(exc: Exception) -> str:
 
 def classify(exc: Exception, key_env: str) -> Verdict:
     """Decide whether a failed call is worth retrying, and what to tell the user."""
-    if isinstance(exc, _CONNECTION_ERRORS):
+    import anthropic  # imported here: the SDKs are loaded only when a real model runs
+    import openai
+
+    if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
         return Verdict(True, f"cannot reach the provider: {exc}")
     status = getattr(exc, "status_code", None)
     if status is None:
-        if isinstance(exc, _MALFORMED):
+        if isinstance(
+            exc,
+            anthropic.APIResponseValidationError | openai.APIResponseValidationError | ValueError,
+        ):
             return Verdict(True, f"malformed response: {exc}")
         raise exc
     text = _error_text(exc)

@@ -38,19 +38,28 @@ def bash_tool() -> tuple[ToolSpec, str]:
 
 
 class VfsSandbox:
+    """Created lazily: a run that never calls a tool and checks no file needs no interpreter."""
+
     def __init__(self, files: dict[str, str]) -> None:
-        try:
-            self._bash = Bash(
-                username=USERNAME,
-                hostname=HOSTNAME,
-                files=dict(files),
-                profile=ExecutionProfile.Interactive,
-                max_commands=MAX_COMMANDS,
-                max_loop_iterations=MAX_LOOP_ITERATIONS,
-                timeout_seconds=CALL_TIMEOUT_SECONDS,
-            )
-        except Exception as exc:
-            raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc
+        self._files = files
+        self._instance: Bash | None = None
+
+    @property
+    def _bash(self) -> Bash:
+        if self._instance is None:
+            try:
+                self._instance = Bash(
+                    username=USERNAME,
+                    hostname=HOSTNAME,
+                    files=dict(self._files),
+                    profile=ExecutionProfile.Interactive,
+                    max_commands=MAX_COMMANDS,
+                    max_loop_iterations=MAX_LOOP_ITERATIONS,
+                    timeout_seconds=CALL_TIMEOUT_SECONDS,
+                )
+            except Exception as exc:
+                raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc
+        return self._instance
 
     async def run(self, commands: str) -> ToolCallResult:
         try:
