@@ -136,3 +136,32 @@ class AgentTrace(BaseModel):
     @property
     def tool_calls_error(self) -> int:
         return len(self.tool_calls) - self.tool_calls_ok
+
+
+class SubcommandMetrics(BaseModel):
+    total: int = 0
+    errors: int = 0
+    help_invocations: int = 0
+
+
+class InteractionMetrics(BaseModel):
+    """Layer 1 of a scenario's evaluation (seed 004): how the agent used the target tool.
+
+    Informational only: these never decide an outcome.
+    """
+
+    total_commands: int = 0
+    unique_commands: int = 0
+    error_count: int = 0
+    retry_count: int = 0
+    help_invocations: int = 0
+    first_try_success_rate: float = 0.0
+    iteration_ratio: float = 0.0
+    completed: bool = False
+    source: Literal["events", "transcript"] = "events"
+    by_subcommand: dict[str, SubcommandMetrics] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error_rate(self) -> float:
+        return self.error_count / self.total_commands if self.total_commands else 0.0

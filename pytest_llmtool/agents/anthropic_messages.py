@@ -47,13 +47,15 @@ def build_request(request: ChatRequest, model: str, cache: bool) -> dict[str, An
         last: list[dict[str, Any]] = messages[-1]["content"] if messages else []
         if last:
             last[-1]["cache_control"] = _CACHE
-    return {
+    body: dict[str, Any] = {
         "model": model,
         "max_tokens": MAX_TOKENS,
         "system": system,
         "messages": messages,
-        "tools": tools,
     }
+    if tools:  # a judge call has none; an empty list is not sent
+        body["tools"] = tools
+    return body
 
 
 def parse_response(response: Any) -> ChatResponse:

@@ -53,9 +53,10 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
 
 
 def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
-    return {
-        "model": model,
-        "messages": _messages(request),
+    body: dict[str, Any] = {"model": model, "messages": _messages(request)}
+    if not request.tools:  # a judge call has none, and OpenAI rejects an empty list
+        return body
+    return body | {
         "tools": [
             {
                 "type": "function",

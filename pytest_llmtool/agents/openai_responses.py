@@ -49,7 +49,10 @@ def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
         "model": model,
         "instructions": request.system,
         "input": _input(request),
-        "tools": [
+        "store": False,
+    }
+    if request.tools:  # a judge call has none; an empty list is not sent
+        body["tools"] = [
             {
                 "type": "function",
                 "name": t.name,
@@ -57,9 +60,7 @@ def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
                 "parameters": t.input_schema,
             }
             for t in request.tools
-        ],
-        "store": False,
-    }
+        ]
     if "codex" in model:
         body["reasoning"] = {"effort": "high"}
     return body
