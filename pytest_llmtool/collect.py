@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pytest
 
 from pytest_llmtool.agents import AgentError, ModelSpec
-from pytest_llmtool.agents.registry import ClientPool, build_model
+from pytest_llmtool.agents.base import UnknownModel
+from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.budget import Budget
 from pytest_llmtool.checks import TaskScore, score_task
@@ -30,6 +32,10 @@ from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
 from pytest_llmtool.settings import Settings
 from pytest_llmtool.summary import ErrorRecord, TaskResult
 from pytest_llmtool.tasks import LineProblem, Task, load_dataset
+
+if TYPE_CHECKING:
+    from pytest_llmtool.evaluation import ExternalAgent
+    from pytest_llmtool.scenarios import Scenario
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -50,24 +56,64 @@ class RunState:
     _skips: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
     _slots: asyncio.Semaphore | None = None
 
+    _judges: dict[str, ModelSpec] = field(default_factory=dict)
+    _tags: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
+
     @classmethod
     def create(cls, settings: Settings, budget: Budget) -> RunState:
-        pool = ClientPool(settings.base_urls)
-        record = CallStore(settings.record_dir) if settings.record_dir else None
-        replay = CallStore(settings.replay_dir) if settings.replay_dir else None
-        models = tuple(
-            build_model(
-                ref,
-                price=find_price(ref.model_id, settings.prices),
-                pool=pool,
-                policy=settings.retry,
-                prompt_cache=settings.prompt_cache,
-                record=record,
-                replay=replay,
-            )
-            for ref in settings.models
+        state = cls(settings, (), budget, ClientPool(settings.base_urls))
+        state.models = tuple(state.build(ref) for ref in settings.models)
+        return state
+
+    def build(self, ref: ModelRef) -> ModelSpec:
+        settings = self.settings
+        return build_model(
+            ref,
+            price=find_price(ref.model_id, settings.prices),
+            pool=self.pool,
+            policy=settings.retry,
+            prompt_cache=settings.prompt_cache,
+            record=CallStore(settings.record_dir) if settings.record_dir else None,
+            replay=CallStore(settings.replay_dir) if settings.replay_dir else None,
         )
-        return cls(settings, models, budget, pool)
+
+    @property
+    def external(self) -> ExternalAgent | None:
+        from pytest_llmtool.evaluation import ExternalAgent  # scenario machinery, loaded on use
+
+        cmd = self.settings.agent_cmd
+        if cmd is None:
+            return None
+        passed = {n: os.environ[n] for n in self.settings.agent_env if n in os.environ}
+        return ExternalAgent(cmd, passed)
+
+    def judge_for(self, scenario: Scenario) -> ModelSpec | None:
+        """The judge: the scenario's own model, else --llm-judge-model / $LLM_TOOL_TEST_JUDGE.
+
+        A scenario naming a model nobody can call is an infrastructure error on that item."""
+        own = scenario.judge.model if scenario.judge else None
+        name = own or self.settings.judge_model
+        if name is None:
+            return None
+        if name not in self._judges:
+            try:
+                ref = resolve(name, self.settings.aliases)
+            except UnknownModel as exc:
+                raise AgentError(f"judge model: {exc}") from None
+            if ref.provider == "offline":
+                raise AgentError(f"judge model {name!r}: a judge must be a real model")
+            key_missing = ref.key_env and not os.environ.get(ref.key_env)
+            if key_missing and self.settings.replay_dir is None:
+                raise AgentError(f"judge model {name!r} needs {ref.key_env} in the environment")
+            self._judges[name] = self.build(ref)
+        return self._judges[name]
+
+    def tag_marker(self, tag: str, config: pytest.Config) -> pytest.MarkDecorator:
+        """A scenario tag as a marker (`-m smoke`), registered once."""
+        if tag not in self._tags:
+            config.addinivalue_line("markers", f"{tag}: scenario tag (pytest-llmtool)")
+            self._tags[tag] = getattr(pytest.mark, tag)
+        return self._tags[tag]
 
     def category_markers(self, category: str, config: pytest.Config) -> list[pytest.MarkDecorator]:
         """`llm(category=…)` and, when the name allows `-m`, a marker named after the category.
@@ -102,6 +148,7 @@ class RunState:
 
 
 STATE_KEY = pytest.StashKey[RunState]()
+R = TypeVar("R")
 
 
 class ChecksFailed(Exception):
@@ -156,7 +203,14 @@ class DatasetFile(pytest.File):
                 yield item
 
 
-class BadLineItem(pytest.Item):
+class LlmItem(pytest.Item):
+    """An item of ours: when its setup fails, it says what to record in the run's errors."""
+
+    def error_record(self, message: str) -> ErrorRecord:
+        raise NotImplementedError
+
+
+class BadLineItem(LlmItem):
     def __init__(self, *, problem: LineProblem, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.problem = problem
@@ -174,16 +228,24 @@ class BadLineItem(pytest.Item):
         return ErrorRecord(nodeid=self.nodeid, task_id="", model="", category="", message=message)
 
 
-class TaskItem(pytest.Item):
-    def __init__(self, *, task: Task, model: ModelSpec, lineno: int, **kwargs: Any) -> None:
+class AgentItem(LlmItem, Generic[R]):
+    """An item whose work is an agent run: started ahead of pytest (the concurrency window),
+    awaited in `setup`, asserted in `runtest`. Subclasses say what one run does."""
+
+    def __init__(self, *, model: ModelSpec, lineno: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.task = task
         self.model = model
         self.lineno = lineno
-        self.result: TaskResult | None = None
+        self.result: R | None = None
         self._started = False
-        self._future: concurrent.futures.Future[TaskResult] | None = None
+        self._future: concurrent.futures.Future[R] | None = None
         self._not_started: str | None = None
+
+    async def execute(self, state: RunState) -> R:
+        raise NotImplementedError
+
+    def record_properties(self, result: R) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         """Start the agent run in the background; idempotent. Called ahead of `setup` for
@@ -194,7 +256,11 @@ class TaskItem(pytest.Item):
         state = self.config.stash[STATE_KEY]
         self._not_started = state.budget.exhausted_reason()
         if self._not_started is None:
-            self._future = state.runtime.submit(self._run(state))
+            self._future = state.runtime.submit(self._guarded(state))
+
+    async def _guarded(self, state: RunState) -> R:
+        async with state.slots():
+            return await self.execute(state)
 
     def setup(self) -> None:
         self.start()
@@ -209,22 +275,27 @@ class TaskItem(pytest.Item):
         except BaseException:
             future.cancel()
             raise
-        self._record_properties(self.result)
+        self.record_properties(self.result)
 
-    async def _run(self, state: RunState) -> TaskResult:
-        async with state.slots():
-            tool, default_system = bash_tool()
-            sandbox = VfsSandbox(self.task.files)
-            trace = await run_agent_loop(
-                self.model.create(self.task),
-                sandbox,
-                prompt=self.task.prompt,
-                system=self.task.system or default_system,
-                tools=[tool],
-                max_turns=state.settings.max_turns,
-                price=self.model.price,
-            )
-            score = score_task(self.task.id, self.task.checks(), trace, sandbox)
+
+class TaskItem(AgentItem[TaskResult]):
+    def __init__(self, *, task: Task, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task = task
+
+    async def execute(self, state: RunState) -> TaskResult:
+        tool, default_system = bash_tool()
+        sandbox = VfsSandbox(self.task.files)
+        trace = await run_agent_loop(
+            self.model.create(self.task),
+            sandbox,
+            prompt=self.task.prompt,
+            system=self.task.system or default_system,
+            tools=[tool],
+            max_turns=state.settings.max_turns,
+            price=self.model.price,
+        )
+        score = score_task(self.task.id, self.task.checks(), trace, sandbox)
         if trace.cost_usd:
             state.budget.add(trace.cost_usd)
         return TaskResult(
@@ -236,7 +307,7 @@ class TaskItem(pytest.Item):
             trace=trace,
         )
 
-    def _record_properties(self, result: TaskResult) -> None:
+    def record_properties(self, result: TaskResult) -> None:
         trace, score = result.trace, result.score
         self.user_properties += [
             ("model", result.model),

@@ -7,6 +7,7 @@ reply run in order on the same sandbox, and all their results go back in one use
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from pytest_llmtool.agents.base import Agent, ChatRequest, ToolSpec
@@ -50,7 +51,10 @@ async def run_agent_loop(
     tools: list[ToolSpec],
     max_turns: int,
     price: Price | None = None,
+    deadline: float | None = None,
 ) -> AgentTrace:
+    """Run the conversation; with a `deadline` (monotonic seconds) no turn starts after it and
+    a model call still running at it is abandoned, leaving `timed_out` set."""
     trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
     cumulative_input = 0
@@ -58,7 +62,15 @@ async def run_agent_loop(
         for _ in range(max_turns):
             request = ChatRequest(system=system, messages=list(trace.messages), tools=tools)
             call_started = time.perf_counter()
-            response = await agent.chat(request)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                trace.timed_out = True
+                break
+            try:
+                response = await asyncio.wait_for(agent.chat(request), remaining)
+            except TimeoutError:
+                trace.timed_out = True
+                break
             latency_ms = (time.perf_counter() - call_started) * 1000
             trace.turns += 1
             usage = response.usage

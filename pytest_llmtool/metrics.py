@@ -78,6 +78,7 @@ class AgentTrace(BaseModel):
     tool_calls: list[ToolCallResult] = Field(default_factory=list)
     turns: int = 0
     natural_stop: bool = False
+    timed_out: bool = False
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     duration_ms: int = 0
@@ -165,3 +166,60 @@ class InteractionMetrics(BaseModel):
     @property
     def error_rate(self) -> float:
         return self.error_count / self.total_commands if self.total_commands else 0.0
+
+
+class GateResult(BaseModel):
+    """Layer 2: one gate's verdict (the spec's struct)."""
+
+    gate_type: str
+    passed: bool
+    message: str
+
+
+class JudgeResponse(BaseModel):
+    """Layer 3: a validated judge answer; `weighted_score` is always the recomputed one.
+
+    Fields a rubric's `require_fields` leaves out may be missing from the answer, hence the
+    defaults; `scores` is always required because the weighted score is computed from it.
+    """
+
+    scores: dict[str, float]
+    weighted_score: float
+    confidence: float | None = None
+    issues: list[str] = Field(default_factory=list)
+    highlights: list[str] = Field(default_factory=list)
+
+
+class EvaluationResult(BaseModel):
+    """The spec's `EvaluationResult`: three layers, an optional composite, one outcome."""
+
+    interaction: InteractionMetrics
+    gates: list[GateResult]
+    gates_passed: int
+    gates_total: int
+    judge_score: float | None = None
+    judge_response: JudgeResponse | None = None
+    judge_verdict: str | None = None
+    composite_score: float | None = None
+    outcome: Literal["pass", "fail"]
+    reason: str = ""
+
+
+class ScenarioResult(BaseModel):
+    """One scenario item's outcome: which scenario, model and guidance, and what happened."""
+
+    nodeid: str
+    scenario: str
+    model: str
+    guidance: str | None = None
+    tags: list[str]
+    tier: int
+    evaluation: EvaluationResult
+    trace: AgentTrace | None = None
+    notes: list[str]
+    artifacts: str
+    duration_ms: int
+
+    @property
+    def passed(self) -> bool:
+        return self.evaluation.outcome == "pass"

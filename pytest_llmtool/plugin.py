@@ -21,7 +21,15 @@ import pytest
 
 import pytest_llmtool
 from pytest_llmtool.budget import Budget
-from pytest_llmtool.collect import STATE_KEY, BadLineItem, DatasetFile, RunState, TaskItem
+from pytest_llmtool.collect import (
+    STATE_KEY,
+    AgentItem,
+    DatasetFile,
+    LlmItem,
+    RunState,
+    TaskItem,
+)
+from pytest_llmtool.metrics import ScenarioResult
 from pytest_llmtool.report import write_report_files
 from pytest_llmtool.report.terminal import terminal_lines
 from pytest_llmtool.settings import Settings, add_options
@@ -30,6 +38,7 @@ from pytest_llmtool.tasks import looks_like_dataset
 
 SPEND_DIR_KEY = "llmtool_spend_dir"
 RESULT_ATTR = "llmtool_result"
+SCENARIO_ATTR = "llmtool_scenario"
 ERROR_ATTR = "llmtool_error"
 
 
@@ -58,12 +67,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ResultCollector(config), "llmtool-collector")
 
 
-def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> DatasetFile | None:
-    if file_path.suffix != ".jsonl":
-        return None
-    patterns = parent.config.stash[STATE_KEY].settings.dataset_patterns
-    if any(file_path.match(p) for p in patterns) and looks_like_dataset(file_path):
-        return DatasetFile.from_parent(parent, path=file_path)
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
+    settings = parent.config.stash[STATE_KEY].settings
+    if file_path.suffix == ".jsonl":
+        patterns = settings.dataset_patterns
+        if any(file_path.match(p) for p in patterns) and looks_like_dataset(file_path):
+            return DatasetFile.from_parent(parent, path=file_path)
+    elif file_path.suffix in (".yaml", ".yml") and any(
+        file_path.match(p) for p in settings.scenario_patterns
+    ):
+        # Scenario machinery (jsonschema, gates, judge) is imported only when needed.
+        from pytest_llmtool.collect_scenarios import ScenarioFile
+        from pytest_llmtool.scenarios import looks_like_scenario
+
+        if looks_like_scenario(file_path):
+            return ScenarioFile.from_parent(parent, path=file_path)
     return None
 
 
@@ -103,7 +121,7 @@ class TaskRunner:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        if not isinstance(item, TaskItem):
+        if not isinstance(item, AgentItem):
             return
         window = item.config.stash[STATE_KEY].settings.concurrency
         if window == 1 or item.session.shouldstop or item.session.shouldfail:
@@ -111,7 +129,7 @@ class TaskRunner:
         # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
         # started runs are left unreported.
         for upcoming in self._upcoming(item, nextitem)[:window]:
-            if isinstance(upcoming, TaskItem):
+            if isinstance(upcoming, AgentItem):
                 upcoming.start()
 
     @pytest.hookimpl(wrapper=True)
@@ -119,15 +137,16 @@ class TaskRunner:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if isinstance(item, TaskItem) and item.result is not None:
+        if isinstance(item, AgentItem) and item.result is not None:
             if report.when == "setup":
                 # The setup may have only waited for a run started earlier: report how long
                 # the task itself ran.
-                report.duration = item.result.trace.duration_ms / 1000
+                report.duration = item.result.duration_ms / 1000
             elif report.when == "call":
-                setattr(report, RESULT_ATTR, item.result.model_dump(mode="json"))
+                attr = RESULT_ATTR if isinstance(item, TaskItem) else SCENARIO_ATTR
+                setattr(report, attr, item.result.model_dump(mode="json"))
                 item.result = None  # the report now carries it
-        if isinstance(item, TaskItem | BadLineItem) and report.when == "setup" and report.failed:
+        if report.when == "setup" and report.failed and isinstance(item, LlmItem):
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
         return report
 
@@ -144,6 +163,7 @@ class ResultCollector:
         self.config = config
         self.results: list[TaskResult] = []
         self.errors: list[ErrorRecord] = []
+        self.scenarios: list[ScenarioResult] = []
         self.started = dt.datetime.now(dt.UTC)
         self.report: EvalReport | None = None
         self.written: list[Path] = []
@@ -154,6 +174,9 @@ class ResultCollector:
         result = report.__dict__.pop(RESULT_ATTR, None)
         if result is not None:
             self.results.append(TaskResult.model_validate(result))
+        scenario = report.__dict__.pop(SCENARIO_ATTR, None)
+        if scenario is not None:
+            self.scenarios.append(ScenarioResult.model_validate(scenario))
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
@@ -173,10 +196,12 @@ class ResultCollector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not (self.results or self.errors):
+        if not (self.results or self.errors or self.scenarios):
             return
         # Runs even when the session was interrupted, so a partial run still leaves a report.
-        self.report = build_report(self.results, self.errors, self._metadata(exitstatus))
+        self.report = build_report(
+            self.results, self.errors, self._metadata(exitstatus), self.scenarios
+        )
         report_dir = self.config.stash[STATE_KEY].settings.report_dir
         if report_dir is not None:
             self.written = write_report_files(self.report, report_dir)

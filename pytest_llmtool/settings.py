@@ -66,6 +66,33 @@ OPTIONS = (
         "llm_retry_backoff", "S", "2", "first retry delay when the server gives no Retry-After"
     ),
     OptionDef(
+        "llm_judge_model",
+        "NAME",
+        "",
+        "model that judges scenarios with a rubric and bash tasks' llm_judge checks "
+        "(a scenario's own judge.model wins; fallback: $LLM_TOOL_TEST_JUDGE)",
+    ),
+    OptionDef(
+        "llm_agent_cmd",
+        "TEMPLATE",
+        "",
+        "run scenarios with an external agent: a command with {prompt}, {model} and {workdir}",
+    ),
+    OptionDef(
+        "llm_agent_env",
+        "NAMES",
+        "",
+        "environment variables passed to the external agent (e.g. its API key); "
+        "nothing else of yours reaches it",
+    ),
+    OptionDef(
+        "llm_scenarios",
+        "GLOBS",
+        "*.yaml *.yml",
+        "file-name patterns of YAML files that may be scenarios; a matching file is collected "
+        "only if it has a top-level `task:` key",
+    ),
+    OptionDef(
         "llm_datasets",
         "GLOBS",
         "*.jsonl",
@@ -165,6 +192,11 @@ class Settings:
     prompt_cache: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     prices: dict[str, Price] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    judge_model: str | None = None
+    agent_cmd: str | None = None
+    agent_env: tuple[str, ...] = ()
+    scenario_patterns: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -173,21 +205,47 @@ class Settings:
             raise pytest.UsageError("--llm-model: name at least one model")
         if len(set(names)) != len(names):
             raise pytest.UsageError(f"--llm-model: a model is named twice in {names}")
+        agent_cmd = _raw(config, "llm_agent_cmd")[0].strip() or None
         try:
             aliases = parse_aliases(config.getini("llm_model_aliases"))
             prices = {**DEFAULT_PRICES, **parse_prices(config.getini("llm_prices"))}
-            models = tuple(resolve(name, aliases) for name in names)
+            # An external agent takes the model names as they are; it resolves them itself.
+            models = tuple(
+                ModelRef(name, "external", name) if agent_cmd else resolve(name, aliases)
+                for name in names
+            )
         except (UnknownModel, ValueError) as exc:
             raise pytest.UsageError(f"--llm-model: {exc}") from None
+        if agent_cmd:
+            try:
+                agent_cmd.format(prompt="", model="", workdir="")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise pytest.UsageError(
+                    f"--llm-agent-cmd: only {{prompt}}, {{model}} and {{workdir}} may be used "
+                    f"(problem: {exc!r})"
+                ) from None
+        judge_model = _raw(config, "llm_judge_model")[0].strip() or os.environ.get(
+            "LLM_TOOL_TEST_JUDGE"
+        )
+        if judge_model:
+            try:
+                judge_ref = resolve(judge_model, aliases)
+            except UnknownModel as exc:
+                raise pytest.UsageError(f"--llm-judge-model: {exc}") from None
+            if judge_ref.provider == "offline":
+                raise pytest.UsageError("--llm-judge-model: a judge must be a real model")
 
         record_dir, replay_dir = _path(config, "llm_record"), _path(config, "llm_replay")
         if record_dir and replay_dir:
             raise pytest.UsageError("--llm-record and --llm-replay cannot be used together")
         if replay_dir is None:
-            for ref in models:
+            named = [("--llm-model", ref) for ref in models]
+            if judge_model:
+                named.append(("--llm-judge-model", judge_ref))
+            for flag, ref in named:
                 if ref.key_env and not os.environ.get(ref.key_env):
                     raise pytest.UsageError(
-                        f"--llm-model={ref.name} needs {ref.key_env} in the environment "
+                        f"{flag}={ref.name} needs {ref.key_env} in the environment "
                         "(or --llm-replay=DIR to answer from recordings)"
                     )
         elif not replay_dir.is_dir():
@@ -216,4 +274,9 @@ class Settings:
                 backoff=_number(config, "llm_retry_backoff", float, 0),
             ),
             prices=prices,
+            aliases=aliases,
+            judge_model=judge_model or None,
+            agent_cmd=agent_cmd,
+            agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
+            scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
         )

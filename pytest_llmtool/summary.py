@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pytest_llmtool.checks import TaskScore
-from pytest_llmtool.metrics import AgentTrace
+from pytest_llmtool.metrics import AgentTrace, ScenarioResult
 
 # Friction thresholds: the spec's "Interpreting Results" section, made concrete.
 LOW_TOOL_SUCCESS = 0.75
@@ -36,6 +36,10 @@ class TaskResult(BaseModel):
     @property
     def passed(self) -> bool:
         return self.score.all_passed()
+
+    @property
+    def duration_ms(self) -> int:
+        return self.trace.duration_ms
 
 
 class ErrorRecord(BaseModel):
@@ -85,12 +89,63 @@ class EvalSummary(BaseModel):
     by_category: dict[str, CategorySummary] = Field(default_factory=dict)
 
 
+class ScenarioSummary(BaseModel):
+    """Scenario outcomes of one model: passes, gates, judge and mean interaction metrics."""
+
+    scenarios: int = 0
+    passed: int = 0
+    gates_passed: int = 0
+    gates_total: int = 0
+    judged: int = 0
+    mean_judge_score: float | None = None
+    mean_composite_score: float | None = None
+    total_commands: int = 0
+    error_count: int = 0
+    help_invocations: int = 0
+    completed: int = 0
+    mean_first_try_success_rate: float = 0.0
+    mean_iteration_ratio: float = 0.0
+
+
 class EvalReport(BaseModel):
     metadata: dict[str, Any]
     summary: EvalSummary
     by_model: dict[str, EvalSummary]
     results: list[TaskResult]
     errors: list[ErrorRecord] = Field(default_factory=list)
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
+    scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
+    s = ScenarioSummary(scenarios=len(results))
+    judge_scores: list[float] = []
+    composites: list[float] = []
+    for r in results:
+        ev, m = r.evaluation, r.evaluation.interaction
+        s.passed += r.passed
+        s.gates_passed += ev.gates_passed
+        s.gates_total += ev.gates_total
+        if ev.judge_score is not None:
+            judge_scores.append(ev.judge_score)
+        if ev.composite_score is not None:
+            composites.append(ev.composite_score)
+        s.total_commands += m.total_commands
+        s.error_count += m.error_count
+        s.help_invocations += m.help_invocations
+        s.completed += m.completed
+        s.mean_first_try_success_rate += m.first_try_success_rate
+        s.mean_iteration_ratio += m.iteration_ratio
+    s.judged = len(judge_scores)
+    s.mean_judge_score = _mean(judge_scores)
+    s.mean_composite_score = _mean(composites)
+    s.mean_first_try_success_rate = _ratio(s.mean_first_try_success_rate, len(results))
+    s.mean_iteration_ratio = _ratio(s.mean_iteration_ratio, len(results))
+    return s
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -149,22 +204,35 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
 
 
 def build_report(
-    results: list[TaskResult], errors: list[ErrorRecord], metadata: dict[str, Any]
+    results: list[TaskResult],
+    errors: list[ErrorRecord],
+    metadata: dict[str, Any],
+    scenarios: list[ScenarioResult] | None = None,
 ) -> EvalReport:
+    scenarios = scenarios or []
     # Bad dataset lines have no model: they count in the run's errors, not in any model's.
-    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors if e.model]))
+    # Scenario errors count in the scenarios' own figures, not in the bash-task summary.
+    task_errors = [e for e in errors if e.category != "scenario"]
+    models = list(
+        dict.fromkeys([r.model for r in results] + [e.model for e in task_errors if e.model])
+    )
     by_model = {
         model: build_summary(
-            [r for r in results if r.model == model], sum(e.model == model for e in errors)
+            [r for r in results if r.model == model], sum(e.model == model for e in task_errors)
         )
         for model in models
     }
     return EvalReport(
         metadata=metadata,
-        summary=build_summary(results, len(errors)),
+        summary=build_summary(results, len(task_errors)),
         by_model=by_model,
         results=results,
         errors=errors,
+        scenarios=scenarios,
+        scenario_summary={
+            model: build_scenario_summary([r for r in scenarios if r.model == model])
+            for model in dict.fromkeys(r.model for r in scenarios)
+        },
     )
 
 

@@ -372,7 +372,7 @@ def test_nop_answers_without_calling_tools() -> None:
 def test_skip_reasons() -> None:
     assert OracleModel().skip_reason(make_task(["ls"])) is None
     assert OracleModel().skip_reason(make_task()) == (
-        "task has no `solution`; the oracle agent replays a task's solution"
+        "no `solution`: the oracle agent replays the reference solution"
     )
     assert NopModel().skip_reason(make_task()) is None
 

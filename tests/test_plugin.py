@@ -174,7 +174,15 @@ def test_report_json_carries_the_documented_fields(
 ) -> None:
     pytester.runpytest("--llm-report=out")
     report = read_report(pytester)
-    assert set(report) == {"metadata", "summary", "by_model", "results", "errors"}
+    assert set(report) == {
+        "metadata",
+        "summary",
+        "by_model",
+        "results",
+        "errors",
+        "scenarios",
+        "scenario_summary",
+    }
     assert report["metadata"]["models"] == "oracle"
     alpha = next(r for r in report["results"] if r["task_id"] == "alpha")
     assert alpha["model"] == "oracle"

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from pytest_llmtool.metrics import Message
 from pytest_llmtool.pricing import Price
-from pytest_llmtool.tasks import Task
 
 
 class ToolSpec(BaseModel):
@@ -55,6 +54,16 @@ class Agent(Protocol):
     async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
+class Work(Protocol):
+    """What an agent is set to: a bash task or a scenario (`solution` feeds the oracle)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def solution(self) -> list[str] | None: ...
+
+
 class ModelSpec(Protocol):
     """A model the user named; `name` is what appears in node ids and reports."""
 
@@ -64,11 +73,11 @@ class ModelSpec(Protocol):
     @property
     def price(self) -> Price | None: ...
 
-    def skip_reason(self, task: Task) -> str | None:
+    def skip_reason(self, task: Work) -> str | None:
         """Why this model cannot run the task at all, or None."""
         ...
 
-    def create(self, task: Task) -> Agent: ...
+    def create(self, task: Work) -> Agent: ...
 
 
 class UnknownModel(Exception):

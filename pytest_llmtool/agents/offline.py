@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse
+from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, Work
 from pytest_llmtool.metrics import Message, TextBlock, ToolUseBlock
 from pytest_llmtool.pricing import Price
-from pytest_llmtool.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,12 @@ class OracleModel:
     name: str = "oracle"
     price: Price | None = None
 
-    def skip_reason(self, task: Task) -> str | None:
+    def skip_reason(self, task: Work) -> str | None:
         if not task.solution:
-            return "task has no `solution`; the oracle agent replays a task's solution"
+            return "no `solution`: the oracle agent replays the reference solution"
         return None
 
-    def create(self, task: Task) -> Agent:
+    def create(self, task: Work) -> Agent:
         return OracleAgent(tuple(task.solution or ()))
 
 
@@ -58,8 +57,8 @@ class NopModel:
     name: str = "nop"
     price: Price | None = None
 
-    def skip_reason(self, task: Task) -> str | None:
+    def skip_reason(self, task: Work) -> str | None:
         return None
 
-    def create(self, task: Task) -> Agent:
+    def create(self, task: Work) -> Agent:
         return NopAgent()

@@ -12,12 +12,11 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.agents.base import Agent, ModelSpec, UnknownModel
+from pytest_llmtool.agents.base import Agent, AgentError, ModelSpec, UnknownModel, Work
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import Price
-from pytest_llmtool.tasks import Task
 
 if TYPE_CHECKING:
     import anthropic
@@ -141,7 +140,7 @@ class ProviderModel:
     def name(self) -> str:
         return self.ref.name
 
-    def skip_reason(self, task: Task) -> str | None:
+    def skip_reason(self, task: Work) -> str | None:
         return None
 
     def _live(self) -> Agent:
@@ -158,7 +157,7 @@ class ProviderModel:
 
         return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy)
 
-    def create(self, task: Task, trial: int = 0) -> Agent:
+    def create(self, task: Work, trial: int = 0) -> Agent:
         target = f"{self.ref.provider}:{self.ref.model_id}"
         if self.replay is not None:
             return ReplayAgent(self.replay, target, task.id, trial)
@@ -166,6 +165,20 @@ class ProviderModel:
         if self.record is not None:
             return RecordingAgent(agent, self.record, target, task.id, trial)
         return agent
+
+
+@dataclass(frozen=True)
+class ExternalModel:
+    """A model name handed to an external agent (`--llm-agent-cmd`), which runs it itself."""
+
+    name: str
+    price: Price | None = None
+
+    def skip_reason(self, task: Work) -> str | None:
+        return "an external agent (--llm-agent-cmd) runs scenarios, not bashkit tasks"
+
+    def create(self, task: Work) -> Agent:
+        raise AgentError("an external agent is launched as a command, not called in-process")
 
 
 def build_model(
@@ -180,4 +193,6 @@ def build_model(
 ) -> ModelSpec:
     if ref.provider == "offline":
         return OracleModel() if ref.name == "oracle" else NopModel()
+    if ref.provider == "external":
+        return ExternalModel(ref.name)
     return ProviderModel(ref, price, pool, policy, prompt_cache, record, replay)

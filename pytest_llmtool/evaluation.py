@@ -1,0 +1,305 @@
+"""One scenario run, start to finish: setup, agent, post scripts, then the three layers.
+
+Order (llm-tool-test's): setup commands → agent → post scripts → interaction metrics →
+gates → judge. The outcome is the spec's: pass only if every gate passes and, when the judge
+is enabled, the judge passes. The judge is not asked when a gate already failed: the outcome
+is decided, and the call would only cost money. Interaction metrics never decide anything.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pytest_llmtool.agents.base import ModelSpec
+from pytest_llmtool.gates import GateContext, run_gates
+from pytest_llmtool.interaction import (
+    compile_pattern,
+    from_tool_calls,
+    from_transcript,
+    write_events,
+)
+from pytest_llmtool.judge import load_rubric, run_judge
+from pytest_llmtool.loop import run_agent_loop
+from pytest_llmtool.metrics import (
+    AgentTrace,
+    EvaluationResult,
+    GateResult,
+    InteractionMetrics,
+    ScenarioResult,
+    ToolResultBlock,
+)
+from pytest_llmtool.sandbox.process import run_shell
+from pytest_llmtool.sandbox.workdir import (
+    WORKDIR_TOOL,
+    WorkdirSandbox,
+    agent_environment,
+    system_prompt,
+)
+from pytest_llmtool.scenarios import Scenario
+
+SETUP_TIMEOUT_SECONDS = 120.0
+
+
+class SetupFailed(Exception):
+    """A setup command or the health check failed: the scenario could not be prepared."""
+
+
+@dataclass(frozen=True)
+class JudgeWork:
+    """What the judge's recordings are filed under: the scenario, marked as the judge's."""
+
+    id: str
+    solution: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class ExternalAgent:
+    """`--llm-agent-cmd`: a command template with {prompt}, {model} and {workdir}."""
+
+    template: str
+    passed_env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    scenario: Scenario
+    model: ModelSpec | str  # a name alone when an external agent does the work
+    guidance: Path | None
+    root: Path
+    nodeid: str
+    max_turns: int
+    judge: ModelSpec | None = None
+    external: ExternalAgent | None = None
+
+
+def outcome(
+    gates: list[GateResult], judge_enabled: bool, judge_passed: bool | None
+) -> tuple[Literal["pass", "fail"], str]:
+    failed = [g.gate_type for g in gates if not g.passed]
+    reasons = []
+    if failed:
+        reasons.append(f"{len(failed)}/{len(gates)} gates failed: {', '.join(failed)}")
+    if judge_enabled and judge_passed is False:
+        reasons.append("judge failed")
+    return ("fail" if reasons else "pass"), "; ".join(reasons)
+
+
+def composite_score(
+    weights: tuple[float, float, float],
+    gates: list[GateResult],
+    judge_score: float | None,
+    interaction: InteractionMetrics,
+) -> float:
+    """Weighted sum of judge score, gate pass ratio and first-try success, clamped to 0..1.
+
+    A layer with no value (no gates, judge not run) drops out and the remaining weights are
+    scaled up, so a missing judge does not read as a judge score of zero.
+    """
+    judge_w, gate_w, interaction_w = weights
+    parts = [(interaction_w, interaction.first_try_success_rate)]
+    if gates:
+        parts.append((gate_w, sum(g.passed for g in gates) / len(gates)))
+    if judge_score is not None:
+        parts.append((judge_w, judge_score))
+    total = sum(w for w, _ in parts)
+    value = sum(w * v for w, v in parts) / total if total else 0.0
+    return min(1.0, max(0.0, value))
+
+
+def transcript_text(trace: AgentTrace) -> str:
+    """A readable transcript: what the judge reads and what the artifacts keep."""
+    lines = []
+    for message in trace.messages:
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                lines.append(f"[tool result]\n{block.content}")
+            elif block.type == "tool_use":
+                lines.append(f"[{message.role} runs] {block.input.get('commands', block.input)}")
+            else:
+                lines.append(f"[{message.role}] {block.text}")
+    return "\n".join(lines) + "\n"
+
+
+def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]:
+    scenario = run.scenario
+    if scenario.template_folder is not None:
+        shutil.copytree(scenario.template_folder, workdir, dirs_exist_ok=True, symlinks=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    if run.guidance is not None:
+        shutil.copyfile(run.guidance, workdir / "AGENTS.md")
+    binary = scenario.target.binary
+    # A binary named by a path is taken relative to the scenario file and put on PATH.
+    prefix = [(scenario.path.parent / binary).resolve().parent] if "/" in binary else []
+    model_name = run.model if isinstance(run.model, str) else run.model.name
+    extra = {
+        "LLM_TOOL_TEST_FIXTURE_DIR": str(workdir),
+        "LLM_TOOL_TEST_RESULTS_DIR": str(artifacts),
+        "LLM_TOOL_TEST_SCENARIO": scenario.name,
+        "LLM_TOOL_TEST_AGENT": "external" if run.external else "builtin",
+        "LLM_TOOL_TEST_MODEL": model_name,
+        "LLM_TOOL_TEST_TRANSCRIPT": str(artifacts / "transcript.txt"),
+        "LLM_TOOL_TEST_EVENTS": str(artifacts / "events.jsonl"),
+        **scenario.target.env,
+    }
+    return agent_environment(run.root / "home", extra, prefix)
+
+
+async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str]) -> None:
+    steps = [("setup command", c) for c in scenario.setup_commands]
+    if scenario.target.health_check:
+        steps.append(("health check", scenario.target.health_check))
+    for what, command in steps:
+        result = await run_shell(command, cwd=workdir, env=env, timeout=SETUP_TIMEOUT_SECONDS)
+        if result.exit_code != 0:
+            output = (result.stdout + result.stderr).strip()[-2000:]
+            raise SetupFailed(
+                f"{what} failed (exit {result.exit_code}): {command}\n{output or '(no output)'}"
+            )
+
+
+async def _builtin_agent(
+    run: ScenarioRun, model: ModelSpec, workdir: Path, env: dict[str, str], artifacts: Path
+) -> tuple[AgentTrace, str, bool]:
+    scenario = run.scenario
+    deadline = time.monotonic() + scenario.timeout_secs
+    trace = await run_agent_loop(
+        model.create(scenario),
+        WorkdirSandbox(workdir, env, deadline),
+        prompt=scenario.prompt,
+        system=system_prompt(scenario.target.binary),
+        tools=[WORKDIR_TOOL],
+        max_turns=scenario.max_turns or run.max_turns,
+        price=model.price,
+        deadline=deadline,
+    )
+    write_events(artifacts / "events.jsonl", trace.tool_calls)
+    # The spec's `completed`: finished on its own, not cut off by the turn limit or timeout.
+    return trace, transcript_text(trace), trace.natural_stop and not trace.timed_out
+
+
+async def _external_agent(
+    run: ScenarioRun, external: ExternalAgent, workdir: Path, env: dict[str, str]
+) -> tuple[str, bool]:
+    model = run.model if isinstance(run.model, str) else run.model.name
+    command = external.template.format(
+        prompt=shlex.quote(run.scenario.prompt),
+        model=shlex.quote(model),
+        workdir=shlex.quote(str(workdir)),
+    )
+    result = await run_shell(
+        command, cwd=workdir, env={**env, **external.passed_env}, timeout=run.scenario.timeout_secs
+    )
+    transcript = result.stdout + ("\n" + result.stderr if result.stderr else "")
+    # The spec's `completed`: exited by itself (not killed by the timeout) with exit code 0.
+    return transcript, result.exit_code == 0 and not result.timed_out
+
+
+async def _post_scripts(scenario: Scenario, workdir: Path, env: dict[str, str]) -> list[str]:
+    notes = []
+    for script in scenario.post_scripts:
+        result = await run_shell(script.command, cwd=workdir, env=env, timeout=script.timeout_secs)
+        if result.exit_code != 0:
+            notes.append(f"post script exited {result.exit_code}: {script.command}")
+    return notes
+
+
+async def run_scenario(run: ScenarioRun) -> ScenarioResult:
+    started = time.perf_counter()
+    scenario = run.scenario
+    workdir, artifacts = run.root / "work", run.root / "artifacts"
+    env = _prepare(run, workdir, artifacts)
+    await _setup(scenario, workdir, env)
+
+    pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
+    trace: AgentTrace | None = None
+    if run.external is not None:
+        transcript, completed = await _external_agent(run, run.external, workdir, env)
+        interaction = from_transcript(transcript, pattern, completed)
+    else:
+        assert not isinstance(run.model, str)
+        trace, transcript, completed = await _builtin_agent(run, run.model, workdir, env, artifacts)
+        interaction = from_tool_calls(trace.tool_calls, pattern, completed)
+    (artifacts / "transcript.txt").write_text(transcript, encoding="utf-8")
+    notes = await _post_scripts(scenario, workdir, env)
+
+    gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction))
+    judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
+    judge_score = judge_response = judge_verdict = None
+    judge_passed: bool | None = None
+    if judge_cfg is not None and scenario.rubric_path is not None:
+        if not all(g.passed for g in gates):
+            judge_verdict = "judge not asked: a gate already failed"
+        elif run.judge is None:
+            judge_verdict = "judge not run: no judge model (--llm-judge-model)"
+            notes.append(judge_verdict)
+        else:
+            verdict = await run_judge(
+                run.judge.create(JudgeWork(f"{scenario.name}.judge")),
+                load_rubric(scenario.rubric_path),
+                task=scenario.prompt,
+                transcript=transcript,
+                threshold=judge_cfg.pass_threshold,
+            )
+            judge_response, judge_verdict, judge_passed = (
+                verdict.response,
+                verdict.message,
+                verdict.passed,
+            )
+            judge_score = verdict.response.weighted_score if verdict.response else None
+    decided, reason = outcome(gates, judge_cfg is not None, judge_passed)
+    composite = None
+    if scenario.composite is not None:
+        c = scenario.composite
+        weights = (c.judge_weight, c.gate_weight, c.interaction_weight)
+        composite = composite_score(weights, gates, judge_score, interaction)
+    evaluation = EvaluationResult(
+        interaction=interaction,
+        gates=gates,
+        gates_passed=sum(g.passed for g in gates),
+        gates_total=len(gates),
+        judge_score=judge_score,
+        judge_response=judge_response,
+        judge_verdict=judge_verdict,
+        composite_score=composite,
+        outcome=decided,
+        reason=reason,
+    )
+    (artifacts / "evaluation.json").write_text(evaluation.model_dump_json(indent=2))
+    return ScenarioResult(
+        nodeid=run.nodeid,
+        scenario=scenario.name,
+        model=run.model if isinstance(run.model, str) else run.model.name,
+        guidance=run.guidance.name if run.guidance else None,
+        tags=scenario.tags,
+        tier=scenario.tier,
+        evaluation=evaluation,
+        trace=trace,
+        notes=notes,
+        artifacts=str(artifacts),
+        duration_ms=round((time.perf_counter() - started) * 1000),
+    )
+
+
+def failure_lines(result: ScenarioResult) -> list[str]:
+    """The failed gates and the judge verdict first, then every gate and the metrics."""
+    ev = result.evaluation
+    first = ev.reason or "failed"
+    if ev.judge_verdict:
+        first += f"; {ev.judge_verdict}"
+    lines = [first, ""]
+    lines += [f"{'PASS' if g.passed else 'FAIL'}  {g.gate_type:<24} {g.message}" for g in ev.gates]
+    m = ev.interaction
+    lines += [
+        "",
+        f"interaction: {m.total_commands} commands ({m.unique_commands} unique), "
+        f"{m.error_count} errors, {m.help_invocations} help, "
+        f"first-try {m.first_try_success_rate:.0%}, completed: {'yes' if m.completed else 'no'}",
+        f"artifacts: {result.artifacts}",
+    ]
+    return lines

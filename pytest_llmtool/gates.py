@@ -1,0 +1,450 @@
+"""Layer 2 of a scenario's evaluation (seed 004): gates, the author's pass/fail checks.
+
+Gates are generic primitives (run a command, read a file, look at the interaction metrics);
+the scenario brings the domain knowledge. They run in declaration order, all of them, so a
+report always shows the full picture, and a gate that crashes becomes a failed result instead
+of hiding the ones after it. Commands run with `bash -c` in the work directory with exactly
+the environment the caller gives.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal
+
+from jsonpath_ng.exceptions import JSONPathError
+from jsonpath_ng.ext.parser import parse as parse_jsonpath
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from pytest_llmtool.metrics import GateResult, InteractionMetrics
+from pytest_llmtool.sandbox.process import ShellResult, run_shell
+
+_EXCERPT = 200  # characters of output or values quoted in a failure message
+_COMMAND_SHOWN = 80  # characters of a gate's command quoted in a message
+_ASSERTION_FORMS = "exists, equals <value>, contains <substring>, len >= N, len == N, len > N"
+_LEN = re.compile(r"len\s*(>=|==|>)\s*(\d+)")
+_KEYWORD = re.compile(r"(equals|contains)(?:\s+(.*))?", re.DOTALL)
+_LEN_OPS: dict[str, Callable[[int, int], bool]] = {
+    ">=": operator.ge,
+    "==": operator.eq,
+    ">": operator.gt,
+}
+
+
+def _valid_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} does not compile: {exc}") from None
+    return pattern
+
+
+_Regex = Annotated[str, AfterValidator(_valid_regex)]
+
+
+class _GateBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = ""
+
+
+class CommandSucceeds(_GateBase):
+    type: Literal["command_succeeds"] = "command_succeeds"
+    command: str = Field(min_length=1)
+
+
+class CommandOutputContains(_GateBase):
+    type: Literal["command_output_contains"] = "command_output_contains"
+    command: str = Field(min_length=1)
+    substring: str
+
+
+class CommandOutputMatches(_GateBase):
+    type: Literal["command_output_matches"] = "command_output_matches"
+    command: str = Field(min_length=1)
+    pattern: _Regex
+
+
+class CommandJsonPath(_GateBase):
+    type: Literal["command_json_path"] = "command_json_path"
+    command: str = Field(min_length=1)
+    path: str
+    assertion: str
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        check_json_path(value)
+        return value
+
+    @field_validator("assertion")
+    @classmethod
+    def _check_assertion(cls, value: str) -> str:
+        parse_assertion(value)
+        return value
+
+
+class FileExists(_GateBase):
+    type: Literal["file_exists"] = "file_exists"
+    path: str = Field(min_length=1)
+
+
+class FileContains(_GateBase):
+    type: Literal["file_contains"] = "file_contains"
+    path: str = Field(min_length=1)
+    substring: str
+
+
+class FileMatches(_GateBase):
+    type: Literal["file_matches"] = "file_matches"
+    path: str = Field(min_length=1)
+    pattern: _Regex
+
+
+class NoTranscriptErrors(_GateBase):
+    type: Literal["no_transcript_errors"] = "no_transcript_errors"
+
+
+class Script(_GateBase):
+    type: Literal["script"] = "script"
+    command: str = Field(min_length=1)
+    description: str  # required here, as in the spec: a script says what it checks
+    timeout_secs: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+
+Gate = Annotated[
+    CommandSucceeds
+    | CommandOutputContains
+    | CommandOutputMatches
+    | CommandJsonPath
+    | FileExists
+    | FileContains
+    | FileMatches
+    | NoTranscriptErrors
+    | Script,
+    Field(discriminator="type"),
+]
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """What gates see of a finished run."""
+
+    workdir: Path
+    env: dict[str, str]  # the environment gate commands run with (already scrubbed)
+    interaction: InteractionMetrics  # for no_transcript_errors
+    timeout: float = 30.0  # per gate command; script gates use their own timeout_secs
+
+
+# --- command_json_path assertions ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """A parsed `command_json_path` assertion.
+
+    `operand` is the text after `equals`/`contains`, or the operator of a `len` form, whose
+    bound is `bound`.
+    """
+
+    kind: Literal["exists", "equals", "contains", "len"]
+    operand: str = ""
+    bound: int = 0
+
+    def check(self, found: bool, value: Any) -> tuple[bool, str]:
+        """Apply the assertion to the value at the path (`found` False: it matched nothing)."""
+        if not found:
+            return False, "path matched nothing"
+        if self.kind == "exists":
+            return (False, "value is null") if value is None else (True, "exists")
+        if self.kind == "equals":
+            return self._equals(value)
+        if self.kind == "contains":
+            return self._contains(value)
+        return self._len(value)
+
+    def _equals(self, value: Any) -> tuple[bool, str]:
+        expected = _json_or_text(self.operand)
+        if _same(value, expected):
+            return True, f"equals {_show(expected)}"
+        return False, f"expected {_show(expected)}, got {_show(value)}"
+
+    def _contains(self, value: Any) -> tuple[bool, str]:
+        """A string contains the operand as a substring; an array contains an element equal
+        to it, read as JSON when it parses (`contains 2`) or as text (`contains x`)."""
+        if isinstance(value, str):
+            hit = self.operand in value
+        elif isinstance(value, list):
+            wanted = _json_or_text(self.operand)
+            hit = any(_same(item, wanted) or item == self.operand for item in value)
+        else:
+            return (
+                False,
+                f"contains needs a string or array, got {_json_type(value)} {_show(value)}",
+            )
+        if hit:
+            return True, f"contains {self.operand!r}"
+        return False, f"{_show(value)} does not contain {self.operand!r}"
+
+    def _len(self, value: Any) -> tuple[bool, str]:
+        if not isinstance(value, list | dict | str):
+            return False, f"len needs an array, object or string, got {_json_type(value)}"
+        size = len(value)
+        if _LEN_OPS[self.operand](size, self.bound):
+            return True, f"len {size} {self.operand} {self.bound}"
+        return False, f"len is {size}, expected {self.operand} {self.bound}"
+
+
+def parse_assertion(text: str) -> Assertion:
+    """Parse a `command_json_path` assertion; raise ValueError listing the forms there are."""
+    stripped = text.strip()
+    if stripped == "exists":
+        return Assertion("exists")
+    if keyword := _KEYWORD.fullmatch(stripped):
+        kind: Literal["equals", "contains"] = (
+            "equals" if keyword.group(1) == "equals" else "contains"
+        )
+        operand = (keyword.group(2) or "").strip()
+        if not operand:
+            hint = "equals <value>" if kind == "equals" else "contains <substring>"
+            raise ValueError(f"assertion {text!r} needs an operand: {hint}")
+        return Assertion(kind, operand)
+    if length := _LEN.fullmatch(stripped):
+        return Assertion("len", length.group(1), int(length.group(2)))
+    raise ValueError(f"unknown assertion {text!r}; the forms are: {_ASSERTION_FORMS}")
+
+
+def check_json_path(path: str) -> None:
+    """Raise ValueError if jsonpath-ng cannot parse `path`, so a scenario fails at load time."""
+    try:
+        parse_jsonpath(path)
+    except JSONPathError as exc:
+        raise ValueError(f"JSONPath {path!r} does not parse: {exc}") from None
+
+
+def _json_or_text(operand: str) -> Any:
+    """An assertion operand as JSON when it parses (`3`, `true`, `"x"`), else as plain text."""
+    try:
+        return json.loads(operand)
+    except json.JSONDecodeError:
+        return operand
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: unlike Python's, `true` is not `1` (at any depth)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _show(value: Any) -> str:
+    return _shorten(json.dumps(value, ensure_ascii=False), _EXCERPT)
+
+
+# --- running gates ------------------------------------------------------------------------
+
+
+async def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[GateResult]:
+    """Every gate's result in declaration order; none is skipped because another failed."""
+    return [await run_gate(gate, ctx) for gate in gates]
+
+
+async def run_gate(gate: Gate, ctx: GateContext) -> GateResult:
+    """One gate's result; never raises, since an error inside a gate is a failure of it."""
+    try:
+        passed, message = await _evaluate(gate, ctx)
+    except Exception as exc:
+        passed, message = False, f"gate crashed: {type(exc).__name__}: {exc}"
+    return GateResult(gate_type=gate.type, passed=passed, message=message)
+
+
+async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
+    match gate:
+        case CommandSucceeds():
+            _, failure = await _run(gate.command, ctx, ctx.timeout)
+            return (False, failure) if failure else (True, f"{_cmd(gate.command)} exited 0")
+        case CommandOutputContains():
+            return await _output_contains(gate, ctx)
+        case CommandOutputMatches():
+            return await _output_matches(gate, ctx)
+        case CommandJsonPath():
+            return await _json_path(gate, ctx)
+        case FileExists():
+            return _file_exists(gate, ctx)
+        case FileContains() | FileMatches():
+            return _file_text(gate, ctx)
+        case NoTranscriptErrors():
+            return _no_transcript_errors(ctx.interaction)
+        case Script():
+            return await _script(gate, ctx)
+
+
+async def _run(command: str, ctx: GateContext, timeout: float) -> tuple[ShellResult, str | None]:
+    """Run a gate command; the second item says why it did not succeed, None if it did."""
+    result = await run_shell(command, cwd=ctx.workdir, env=ctx.env, timeout=timeout)
+    if result.timed_out:
+        return result, f"{_cmd(command)} timed out after {timeout:g} s"
+    if result.exit_code != 0:
+        return result, f"{_cmd(command)} exited {result.exit_code}; {_output(result)}"
+    return result, None
+
+
+async def _output_contains(gate: CommandOutputContains, ctx: GateContext) -> tuple[bool, str]:
+    result, failure = await _run(gate.command, ctx, ctx.timeout)
+    if failure:
+        return False, failure
+    if gate.substring in result.stdout:
+        return True, f"stdout contains {gate.substring!r}"
+    excerpt = _excerpt(result.stdout)
+    return False, f"stdout of {_cmd(gate.command)} lacks {gate.substring!r}; stdout: {excerpt}"
+
+
+async def _output_matches(gate: CommandOutputMatches, ctx: GateContext) -> tuple[bool, str]:
+    result, failure = await _run(gate.command, ctx, ctx.timeout)
+    if failure:
+        return False, failure
+    if found := re.search(gate.pattern, result.stdout):
+        return True, f"stdout matches {gate.pattern!r} at {_excerpt(found.group(0))}"
+    excerpt = _excerpt(result.stdout)
+    return (
+        False,
+        f"stdout of {_cmd(gate.command)} does not match {gate.pattern!r}; stdout: {excerpt}",
+    )
+
+
+async def _json_path(gate: CommandJsonPath, ctx: GateContext) -> tuple[bool, str]:
+    """Apply the assertion to the first value the path selects in the command's JSON stdout."""
+    result, failure = await _run(gate.command, ctx, ctx.timeout)
+    if failure:
+        return False, failure
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        excerpt = _excerpt(result.stdout)
+        return False, f"stdout of {_cmd(gate.command)} is not JSON ({where}); stdout: {excerpt}"
+    matches = parse_jsonpath(gate.path).find(data)
+    value = matches[0].value if matches else None
+    passed, detail = parse_assertion(gate.assertion).check(bool(matches), value)
+    return passed, f"{gate.path} {gate.assertion.strip()}: {detail}"
+
+
+def _in_workdir(ctx: GateContext, path: str) -> Path | str:
+    """`path` inside the work directory, or why it is refused (absolute, or escaping it)."""
+    if PurePath(path).is_absolute():
+        return f"{path!r} is absolute; gate paths are relative to the work directory"
+    root = ctx.workdir.resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        return f"{path!r} resolves outside the work directory"
+    return target
+
+
+def _file_exists(gate: FileExists, ctx: GateContext) -> tuple[bool, str]:
+    target = _in_workdir(ctx, gate.path)
+    if isinstance(target, str):
+        return False, target
+    if target.exists():
+        return True, f"{gate.path} exists"
+    return False, f"{gate.path} does not exist in the work directory"
+
+
+def _file_text(gate: FileContains | FileMatches, ctx: GateContext) -> tuple[bool, str]:
+    target = _in_workdir(ctx, gate.path)
+    if isinstance(target, str):
+        return False, target
+    if not target.is_file():
+        missing = "is not a regular file" if target.exists() else "does not exist"
+        return False, f"{gate.path} {missing}"
+    try:
+        text = target.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return False, f"cannot read {gate.path}: {exc.strerror}"
+    if isinstance(gate, FileContains):
+        if gate.substring in text:
+            return True, f"{gate.path} contains {gate.substring!r}"
+        return False, f"{gate.path} lacks {gate.substring!r}; content: {_excerpt(text)}"
+    if found := re.search(gate.pattern, text, re.MULTILINE):
+        return True, f"{gate.path} matches {gate.pattern!r} at {_excerpt(found.group(0))}"
+    return False, f"{gate.path} does not match {gate.pattern!r}; content: {_excerpt(text)}"
+
+
+def _no_transcript_errors(metrics: InteractionMetrics) -> tuple[bool, str]:
+    if metrics.error_count == 0:
+        return True, f"no failed target-tool commands ({metrics.total_commands} run)"
+    failing = ", ".join(
+        f"{name} {sub.errors}" for name, sub in metrics.by_subcommand.items() if sub.errors
+    )
+    where = f" (by subcommand: {failing})" if failing else ""
+    return False, (
+        f"{metrics.error_count} of {metrics.total_commands} target-tool commands "
+        f"exited non-zero{where}"
+    )
+
+
+async def _script(gate: Script, ctx: GateContext) -> tuple[bool, str]:
+    """The scripts spec's contract: a JSON `{"passed": bool, "message"?: str}` on stdout
+    decides; without one, the exit code does. A timeout always fails."""
+    result, failure = await _run(gate.command, ctx, gate.timeout_secs)
+    if result.timed_out:
+        return False, f"script {failure}"
+    verdict = _script_verdict(result.stdout)
+    if verdict is not None:
+        passed, message = verdict
+        return passed, message or f"script {_cmd(gate.command)} reported passed={passed}"
+    if failure:
+        return False, f"script {failure}"
+    return True, f"script {_cmd(gate.command)} exited 0"
+
+
+def _script_verdict(stdout: str) -> tuple[bool, str] | None:
+    """The script's own verdict, if stdout is a JSON object with a boolean `passed`."""
+    try:
+        report = json.loads(stdout.strip())
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("passed"), bool):
+        return None
+    message = report.get("message")
+    return report["passed"], message if isinstance(message, str) else ""
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _excerpt(text: str) -> str:
+    """Output quoted on one line, cut short."""
+    return repr(_shorten(text.strip(), _EXCERPT)) if text.strip() else "(empty)"
+
+
+def _cmd(command: str) -> str:
+    return f"`{_shorten(command.strip(), _COMMAND_SHOWN)}`"
+
+
+def _output(result: ShellResult) -> str:
+    """The most telling output of a failed command: stderr if any, else stdout."""
+    if result.stderr.strip():
+        return f"stderr: {_excerpt(result.stderr)}"
+    return f"stdout: {_excerpt(result.stdout)}"

@@ -1,0 +1,242 @@
+"""Layer 1 of a scenario's evaluation (seed 004): how the agent used the target tool.
+
+Metrics come from the agent's tool calls, which carry real exit codes (`from_tool_calls`), or,
+for external agents that leave only a plain-text transcript, from a line-by-line scan whose
+exit codes are guessed (`from_transcript`). Formulas follow the spec where the upstream code
+differs from it: the iteration ratio is unique / total, not total / unique.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Literal
+
+from pydantic import ValidationError
+
+from pytest_llmtool.metrics import InteractionMetrics, SubcommandMetrics, ToolCallResult
+
+# Characters that may stand right before the binary name (start of a word, of a command after
+# a shell operator, or the last path component) and right after it (end of the word).
+_BEFORE = r"\s;&|(`/"
+_AFTER = r"\s;&|)`<>"
+_HELP_FLAGS = frozenset({"--help", "-h"})
+_HELP_SUBCOMMAND = "help"
+# Where one shell command in a pipeline or list ends; help flags beyond it are not ours.
+_COMMAND_END = re.compile(r"[;&|\n]")
+
+# Transcript fallback: how far after a command to look for its outcome, and what to look for.
+_LOOKAHEAD_LINES = 20
+_EXIT_LINE = re.compile(r"exit (?:code|status)[:= ]+(-?\d+)", re.IGNORECASE)
+_ERROR_WORDS = ("error", "failed", "non-zero")
+
+
+def default_pattern(binary: str) -> re.Pattern[str]:
+    """The pattern used when a scenario sets no `command_pattern`.
+
+    It finds the binary's base name as a whole word, however it is called (`todo`,
+    `./bin/todo`, `/abs/todo`, `cd x && todo`, `$(todo list)`), but not `todos`, `mytodo`,
+    `todo.txt` or `todo/`. Group 1 is `--help`, `-h` or the subcommand word after it, when
+    there is one. Any word equal to the name counts, so `grep todo notes` is a false positive;
+    scenarios that need precision set their own pattern.
+    """
+    name = PurePath(binary).name
+    if not name:
+        raise ValueError(f"cannot build a command pattern from binary {binary!r}")
+    return re.compile(
+        rf"(?<![^{_BEFORE}]){re.escape(name)}(?![^{_AFTER}])"
+        rf"(?:[ \t]+(--help|-h|[A-Za-z][\w-]*)(?![^{_AFTER}]))?"
+    )
+
+
+def compile_pattern(pattern: str | None, binary: str) -> re.Pattern[str]:
+    """The scenario's `command_pattern`, or the default one for `binary` when it sets none."""
+    if pattern is None:
+        return default_pattern(binary)
+    if not pattern:
+        raise ValueError("command_pattern is empty; it would match every command")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"command_pattern {pattern!r} does not compile: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Command:
+    """One target-tool command: its text (the identity for uniqueness) and outcome."""
+
+    text: str
+    exit_code: int
+    subcommand: str | None
+    asks_help: bool
+
+
+def _identify(text: str, pattern: re.Pattern[str], exit_code: int) -> _Command | None:
+    """The target-tool command in `text`, or None if `pattern` finds none there."""
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return None
+    return _Command(
+        text=text.strip(),
+        exit_code=exit_code,
+        subcommand=matches[0].group(1) if pattern.groups else None,
+        asks_help=any(_asks_help(text, m) for m in matches),
+    )
+
+
+def _asks_help(text: str, match: re.Match[str]) -> bool:
+    """Whether this invocation asks for help: a `help` subcommand, or `--help`/`-h` among its
+    arguments (up to the next shell operator, so `todo list | sort -h` is no help call)."""
+    if match.re.groups and match.group(1) == _HELP_SUBCOMMAND:
+        return True
+    end = _COMMAND_END.search(text, match.end())
+    segment = text[match.start() : end.start() if end else len(text)]
+    return not _HELP_FLAGS.isdisjoint(segment.split())
+
+
+def _aggregate(
+    commands: Iterable[_Command], completed: bool, source: Literal["events", "transcript"]
+) -> InteractionMetrics:
+    """The spec's formulas over target-tool commands in the order they ran.
+
+    The first-try success rate reads "commands that succeeded on first attempt / total
+    commands" as: distinct command texts whose first run exited 0, over all runs. Repeating a
+    command that worked does not raise it; repeating one that failed lowers it.
+    """
+    total = errors = helps = first_try_ok = 0
+    seen: set[str] = set()
+    by_sub: dict[str, SubcommandMetrics] = {}
+    for cmd in commands:
+        total += 1
+        failed = cmd.exit_code != 0
+        errors += failed
+        helps += cmd.asks_help
+        if cmd.text not in seen:
+            seen.add(cmd.text)
+            first_try_ok += not failed
+        if cmd.subcommand is not None:
+            sub = by_sub.setdefault(cmd.subcommand, SubcommandMetrics())
+            sub.total += 1
+            sub.errors += failed
+            sub.help_invocations += cmd.asks_help
+    unique = len(seen)
+    return InteractionMetrics(
+        total_commands=total,
+        unique_commands=unique,
+        error_count=errors,
+        retry_count=total - unique,
+        help_invocations=helps,
+        first_try_success_rate=first_try_ok / total if total else 0.0,
+        iteration_ratio=unique / total if total else 0.0,
+        completed=completed,
+        source=source,
+        by_subcommand=by_sub,
+    )
+
+
+def from_tool_calls(
+    calls: list[ToolCallResult], pattern: re.Pattern[str], completed: bool
+) -> InteractionMetrics:
+    """Metrics from the agent's tool calls (the preferred source: exit codes are real).
+
+    Each call whose command text matches `pattern` is one target-tool command, even when it
+    invokes the tool several times (`todo add a && todo list`).
+    """
+    commands = (_identify(call.commands, pattern, call.exit_code) for call in calls)
+    return _aggregate((c for c in commands if c is not None), completed, "events")
+
+
+def from_transcript(
+    transcript: str, pattern: re.Pattern[str], completed: bool
+) -> InteractionMetrics:
+    """Metrics from a plain-text transcript, for agents that leave nothing structured.
+
+    Approximate, as the spec warns: each line matching `pattern` is a command, and its exit
+    code is guessed from the next 20 lines (fewer if another command line comes first): an
+    "exit code N" / "exit status: N" line gives N, else a line saying error, failed or
+    non-zero gives 1, else 0. Output that merely mentions "error" counts as a failure.
+    """
+    lines = transcript.splitlines()
+    commands: list[_Command] = []
+    for i, line in enumerate(lines):
+        if not pattern.search(line):
+            continue
+        window: list[str] = []
+        for follow in lines[i + 1 : i + 1 + _LOOKAHEAD_LINES]:
+            if pattern.search(follow):
+                break
+            window.append(follow)
+        cmd = _identify(line, pattern, _guess_exit_code(window))
+        if cmd is not None:
+            commands.append(cmd)
+    return _aggregate(commands, completed, "transcript")
+
+
+def _guess_exit_code(window: list[str]) -> int:
+    for line in window:
+        if found := _EXIT_LINE.search(line):
+            return int(found.group(1))
+    lowered = [line.lower() for line in window]
+    return 1 if any(word in line for line in lowered for word in _ERROR_WORDS) else 0
+
+
+def write_events(path: Path, calls: list[ToolCallResult]) -> None:
+    """Write `events.jsonl`: a `tool_call` then a `tool_result` event per call.
+
+    Tool calls carry no timestamps, so `ts` is the call's index (0.0, 1.0, ...): it orders
+    events but is not seconds since the first one.
+    """
+    with path.open("w", encoding="utf-8") as out:
+        for index, call in enumerate(calls):
+            ts = float(index)
+            events = (
+                {"event": "tool_call", "ts": ts, "command": call.commands},
+                {
+                    "event": "tool_result",
+                    "ts": ts,
+                    "command": call.commands,
+                    "exit_code": call.exit_code,
+                    "stdout": call.stdout,
+                    "stderr": call.stderr,
+                },
+            )
+            for event in events:
+                out.write(json.dumps(event, ensure_ascii=False) + "\n")
+
+
+def read_events(path: Path) -> list[ToolCallResult]:
+    """The tool calls recorded in an `events.jsonl`, from its `tool_result` events.
+
+    Other event kinds and blank lines are skipped; a malformed line raises ValueError naming
+    its line number, since metrics from a half-read file would be wrong without saying so.
+    """
+    calls: list[ToolCallResult] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+            if not isinstance(event, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object")
+            if event.get("event") != "tool_result":
+                continue
+            try:
+                calls.append(
+                    ToolCallResult(
+                        commands=event["command"],
+                        stdout=event.get("stdout", ""),
+                        stderr=event.get("stderr", ""),
+                        exit_code=event["exit_code"],
+                    )
+                )
+            except KeyError as exc:
+                raise ValueError(f"{path}:{number}: tool_result without {exc}") from None
+            except ValidationError as exc:
+                raise ValueError(f"{path}:{number}: bad tool_result: {exc}") from None
+    return calls

@@ -1,0 +1,239 @@
+"""Scenario files: YAML describing a task for a real CLI tool, validated against a JSON Schema.
+
+The schema (`scenario.schema.json`, shipped in the package) is llm-tool-test's scenario format
+plus our `solution` (reference commands for the oracle) and `guidance` (AGENTS.md versions to
+compare). A mistake anywhere becomes one `ScenarioProblem` naming the key path, never an
+exception, so a bad scenario cannot stop the others from running.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from pytest_llmtool.gates import Gate, check_json_path, parse_assertion
+from pytest_llmtool.interaction import compile_pattern
+from pytest_llmtool.judge import load_rubric
+
+# llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
+MIGRATIONS = {
+    "min_notes": 'command_json_path {command: "my-tool list --format json", path: "$", '
+    'assertion: "len >= N"}',
+    "min_links": 'command_json_path {command: "my-tool export --format json", path: "$.links", '
+    'assertion: "len >= N"}',
+    "search_hit": "command_output_contains {command: \"my-tool search '<query>'\", "
+    'substring: "<query>"}',
+    "note_exists": 'command_succeeds {command: "my-tool show <id>"}',
+    "link_exists": 'command_output_contains {command: "my-tool export --format json", '
+    'substring: "<link>"}',
+    "tag_exists": 'command_output_contains {command: "my-tool list --format json", '
+    'substring: "<tag>"}',
+    "content_contains": 'command_output_contains {command: "my-tool show <id>", '
+    'substring: "<substring>"}',
+    "doctor_passes": 'command_succeeds {command: "my-tool doctor"}',
+}
+# Upstream keys we deliberately do not take, and what to use instead.
+UNSUPPORTED = {
+    "tool_matrix": "choose models with --llm-model",
+    "cost": "use --llm-max-cost",
+    "docs": "put documentation in the template folder or use `guidance`",
+}
+_SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
+_GATES: TypeAdapter[list[Gate]] = TypeAdapter(list[Gate])
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = (Path(__file__).parent / "scenario.schema.json").read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(_Model):
+    binary: str
+    command_pattern: str | None = None
+    health_check: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class PostScript(_Model):
+    command: str
+    timeout_secs: float = 30.0
+
+
+class JudgeConfig(_Model):
+    enabled: bool
+    rubric: str
+    pass_threshold: float = 0.7
+    model: str | None = None
+
+
+class Composite(_Model):
+    """Weights of the optional composite score; llm-tool-test's defaults fill the gaps."""
+
+    judge_weight: float = 0.55
+    gate_weight: float = 0.35
+    interaction_weight: float = 0.10
+
+
+class Scenario(_Model):
+    path: Path
+    name: str
+    description: str
+    tags: list[str] = Field(default_factory=list)
+    tier: int = 0
+    template_folder: Path | None = None
+    setup_commands: list[str] = Field(default_factory=list)
+    target: Target
+    prompt: str
+    timeout_secs: float = 300.0
+    max_turns: int | None = None
+    post_scripts: list[PostScript] = Field(default_factory=list)
+    gates: list[Gate]
+    judge: JudgeConfig | None = None
+    rubric_path: Path | None = None
+    composite: Composite | None = None
+    guidance: list[Path] = Field(default_factory=list)
+    solution: list[str] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ScenarioProblem:
+    message: str
+
+
+def looks_like_scenario(path: Path) -> bool:
+    """A YAML file with a top-level `task:` key: CI configs and rubrics have none."""
+    try:
+        return bool(_SHAPE.search(path.read_text(encoding="utf-8-sig")))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _where(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _premigration(data: dict[str, Any]) -> list[str]:
+    problems = [
+        f"{key}: not supported ({hint})" for key, hint in UNSUPPORTED.items() if key in data
+    ]
+    scripts = data.get("scripts")
+    if isinstance(scripts, dict) and "evaluators" in scripts:
+        problems.append("scripts.evaluators: not supported (use a `script` gate)")
+    evaluation = data.get("evaluation")
+    gates = evaluation.get("gates") if isinstance(evaluation, dict) else None
+    for index, gate in enumerate(gates if isinstance(gates, list) else []):
+        kind = gate.get("type") if isinstance(gate, dict) else None
+        if isinstance(kind, str) and kind in MIGRATIONS:
+            problems.append(
+                f"evaluation.gates[{index}].type: {kind!r} is an old domain gate; "
+                f"use the generic {MIGRATIONS[kind]}"
+            )
+    return problems
+
+
+def _schema_problems(data: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
+    return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
+    problems = []
+    target = data["target"]
+    try:
+        compile_pattern(target.get("command_pattern"), target["binary"])
+    except ValueError as exc:
+        problems.append(f"target.command_pattern: {exc}")
+    for index, gate in enumerate(data["evaluation"]["gates"]):
+        where = f"evaluation.gates[{index}]"
+        if "pattern" in gate:
+            try:
+                re.compile(gate["pattern"])
+            except re.error as exc:
+                problems.append(f"{where}.pattern: does not compile: {exc}")
+        if gate["type"] == "command_json_path":
+            for key, check in (("path", check_json_path), ("assertion", parse_assertion)):
+                try:
+                    check(gate[key])
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}: {exc}")
+    if "template_folder" in data and not (base / data["template_folder"]).is_dir():
+        problems.append(f"template_folder: {base / data['template_folder']} is not a directory")
+    for index, doc in enumerate(data.get("guidance", [])):
+        if not (base / doc).is_file():
+            problems.append(f"guidance[{index}]: {base / doc} is not a file")
+    judge = data["evaluation"].get("judge")
+    if judge and judge["enabled"]:
+        try:
+            load_rubric(base / judge["rubric"])
+        except (OSError, ValueError) as exc:
+            problems.append(f"evaluation.judge.rubric: {exc}")
+    return problems
+
+
+def load_scenario(path: Path) -> Scenario | ScenarioProblem:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        return ScenarioProblem(f"{where}not valid YAML: {getattr(exc, 'problem', exc)}")
+    except (OSError, UnicodeDecodeError) as exc:
+        return ScenarioProblem(f"cannot read: {exc}")
+    if not isinstance(data, dict):
+        return ScenarioProblem("(top level): a scenario is a mapping of keys")
+    problems = _premigration(data) or _schema_problems(data)
+    if not problems:
+        problems = _semantic_problems(data, path.parent)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return ScenarioProblem("; ".join(problems[:3]) + more)
+    return _build(data, path)
+
+
+def _build(data: dict[str, Any], path: Path) -> Scenario:
+    base = path.parent
+    evaluation = data["evaluation"]
+    judge = JudgeConfig(**evaluation["judge"]) if "judge" in evaluation else None
+    solution = data.get("solution")
+    return Scenario(
+        path=path,
+        name=data["name"],
+        description=data["description"],
+        tags=data.get("tags", []),
+        tier=data.get("tier", 0),
+        template_folder=base / data["template_folder"] if "template_folder" in data else None,
+        setup_commands=data.get("setup", {}).get("commands", []),
+        target=Target(**data["target"]),
+        prompt=data["task"]["prompt"],
+        timeout_secs=data.get("run", {}).get("timeout_secs", 300.0),
+        max_turns=data.get("run", {}).get("max_turns"),
+        post_scripts=[PostScript(**s) for s in data.get("scripts", {}).get("post", [])],
+        gates=_GATES.validate_python(evaluation["gates"]),
+        judge=judge,
+        rubric_path=base / judge.rubric if judge else None,
+        composite=Composite(**evaluation["composite"]) if "composite" in evaluation else None,
+        guidance=[base / doc for doc in data.get("guidance", [])],
+        solution=[solution] if isinstance(solution, str) else solution,
+    )
