@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pytest_llmtool.metrics import ScenarioResult
+from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
 from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
 from pytest_llmtool.summary import EvalReport, TaskResult, friction_signals
 
@@ -40,13 +42,62 @@ def _task_section(result: TaskResult) -> list[str]:
     return lines + _table(["Result", "Check", "Weight", "Detail"], rows) + [""]
 
 
+def _scenario_section(result: ScenarioResult) -> list[str]:
+    ev, m = result.evaluation, result.evaluation.interaction
+    guidance = f" / {result.guidance}" if result.guidance else ""
+    lines = [f"### {result.scenario} [{result.model}{guidance}]: {ev.outcome.upper()}", ""]
+    if ev.reason:
+        lines += [f"- Why: {ev.reason}"]
+    lines += [f"- Artifacts: `{result.artifacts}`", ""]
+    lines += ["Layer 1, interaction (informational):", ""]
+    lines += _table(
+        ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration", "Completed"],
+        [
+            [
+                str(m.total_commands),
+                str(m.unique_commands),
+                str(m.error_count),
+                str(m.retry_count),
+                str(m.help_invocations),
+                f"{m.first_try_success_rate:.2f}",
+                f"{m.iteration_ratio:.2f}",
+                "yes" if m.completed else "no",
+            ]
+        ],
+    )
+    lines += ["", f"Layer 2, gates ({ev.gates_passed}/{ev.gates_total} passed):", ""]
+    lines += _table(
+        ["Result", "Gate", "Message"],
+        [["PASS" if g.passed else "FAIL", g.gate_type, g.message] for g in ev.gates],
+    )
+    lines += ["", f"Layer 3, judge: {ev.judge_verdict or 'not enabled'}"]
+    if ev.judge_response is not None:
+        judged = ev.judge_response
+        lines += [
+            "",
+            *_table(["Criterion", "Score"], [[k, f"{v:.2f}"] for k, v in judged.scores.items()]),
+        ]
+        lines += [f"- Issue: {issue}" for issue in judged.issues]
+        lines += [f"- Highlight: {item}" for item in judged.highlights]
+    if ev.composite_score is not None:
+        lines += ["", f"Composite score: {ev.composite_score:.2f}"]
+    lines += [f"- Note: {note}" for note in result.notes]
+    return [*lines, ""]
+
+
 def markdown_report(report: EvalReport) -> str:
     meta = report.metadata
     by_model = report_models(report)
     lines = ["# pytest-llmtool eval report", ""]
     lines += [f"- **{key}**: {value}" for key, value in meta.items() if not isinstance(value, dict)]
-    lines += ["", "## Summary", "", *_table(*summary_rows(by_model)), ""]
-    lines += ["## By Category", "", *_table(*category_rows(by_model)), ""]
+    if report.results or report.by_model:
+        lines += ["", "## Summary", "", *_table(*summary_rows(by_model)), ""]
+        lines += ["## By Category", "", *_table(*category_rows(by_model)), ""]
+    if report.scenarios:
+        lines += ["", "## Scenarios", "", *_table(*scenario_rows(report.scenarios)), ""]
+        headers, rows = guidance_rows(report.scenarios)
+        if rows:
+            lines += ["## Guidance Comparison", "", *_table(headers, rows), ""]
     signals = [
         f"- [{model}] {signal}"
         for model, summary in by_model.items()
@@ -58,7 +109,12 @@ def markdown_report(report: EvalReport) -> str:
         lines += ["## Errors (not scored)", ""]
         rows = [[f"`{e.nodeid}`", e.message] for e in report.errors]
         lines += [*_table(["Item", "Error"], rows), ""]
-    lines += ["## Task Details", ""]
-    for result in report.results:
-        lines += _task_section(result)
+    if report.results:
+        lines += ["## Task Details", ""]
+        for result in report.results:
+            lines += _task_section(result)
+    if report.scenarios:
+        lines += ["## Scenario Details", ""]
+        for scenario in report.scenarios:
+            lines += _scenario_section(scenario)
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
 from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
 from pytest_llmtool.summary import EvalReport, friction_signals
 
@@ -18,6 +19,22 @@ def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def terminal_lines(report: EvalReport) -> list[str]:
+    lines: list[str] = []
+    if report.results or report.by_model:
+        lines += _task_lines(report)
+    if report.scenarios:
+        if lines:
+            lines.append("")
+        lines += format_table(*scenario_rows(report.scenarios))
+        headers, rows = guidance_rows(report.scenarios)
+        if rows:
+            lines += ["", "Guidance comparison:", *format_table(headers, rows)]
+    if report.errors:
+        lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
+    return lines
+
+
+def _task_lines(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = format_table(*summary_rows(by_model))
     lines += ["", *format_table(*category_rows(by_model))]
