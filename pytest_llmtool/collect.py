@@ -23,8 +23,9 @@ from pytest_llmtool.agents.base import UnknownModel
 from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.budget import Budget
-from pytest_llmtool.checks import TaskScore, score_task
+from pytest_llmtool.checks import ScoreResult, TaskScore, score_task
 from pytest_llmtool.loop import run_agent_loop
+from pytest_llmtool.metrics import AgentTrace
 from pytest_llmtool.pricing import find_price
 from pytest_llmtool.runtime import Runtime
 from pytest_llmtool.sandbox import SandboxError
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
+LLM_JUDGE_THRESHOLD = 0.5
 SCRIPTING_SKIP = "scripting-tool task (has `tools`): mock tools are not supported yet"
 
 
@@ -92,7 +94,9 @@ class RunState:
 
         A scenario naming a model nobody can call is an infrastructure error on that item."""
         own = scenario.judge.model if scenario.judge else None
-        name = own or self.settings.judge_model
+        return self.judge_named(own or self.settings.judge_model)
+
+    def judge_named(self, name: str | None) -> ModelSpec | None:
         if name is None:
             return None
         if name not in self._judges:
@@ -283,6 +287,35 @@ class TaskItem(AgentItem[TaskResult]):
         super().__init__(**kwargs)
         self.task = task
 
+    async def _judge_checks(
+        self, judge: ModelSpec, score: TaskScore, trace: AgentTrace
+    ) -> TaskScore:
+        """With a judge model set, `llm_judge:<prompt>` checks are asked of it: each passes
+        when the judge scores the run at least 0.5 on that one criterion, and keeps the
+        weight the dataset gives it (upstream's stub forced 0)."""
+        from pytest_llmtool.judge import JudgeWork, run_judge, single_criterion_rubric
+
+        results = list(score.results)
+        for index, (check, weight) in enumerate(self.task.checks()):
+            if check.kind != "llm_judge":
+                continue
+            verdict = await run_judge(
+                judge.create(JudgeWork(f"{self.task.id}.judge{index}")),
+                single_criterion_rubric(check.text),
+                task=self.task.prompt,
+                transcript=trace.transcript(),
+                threshold=LLM_JUDGE_THRESHOLD,
+            )
+            results[index] = ScoreResult(
+                check=check.spec, passed=verdict.passed, detail=verdict.message, weight=weight
+            )
+        return TaskScore(
+            task_id=score.task_id,
+            results=results,
+            score=sum(r.weight for r in results if r.passed),
+            max_score=sum(r.weight for r in results),
+        )
+
     async def execute(self, state: RunState) -> TaskResult:
         tool, default_system = bash_tool()
         sandbox = VfsSandbox(self.task.files)
@@ -296,6 +329,10 @@ class TaskItem(AgentItem[TaskResult]):
             price=self.model.price,
         )
         score = score_task(self.task.id, self.task.checks(), trace, sandbox)
+        if any(check.kind == "llm_judge" for check, _ in self.task.checks()):
+            judge = state.judge_named(state.settings.judge_model)
+            if judge is not None:
+                score = await self._judge_checks(judge, score, trace)
         if trace.cost_usd:
             state.budget.add(trace.cost_usd)
         return TaskResult(

@@ -23,7 +23,7 @@ from pytest_llmtool.interaction import (
     from_transcript,
     write_events,
 )
-from pytest_llmtool.judge import load_rubric, run_judge
+from pytest_llmtool.judge import JudgeWork, load_rubric, run_judge
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.metrics import (
     AgentTrace,
@@ -31,7 +31,6 @@ from pytest_llmtool.metrics import (
     GateResult,
     InteractionMetrics,
     ScenarioResult,
-    ToolResultBlock,
 )
 from pytest_llmtool.sandbox.process import run_shell
 from pytest_llmtool.sandbox.workdir import (
@@ -47,14 +46,6 @@ SETUP_TIMEOUT_SECONDS = 120.0
 
 class SetupFailed(Exception):
     """A setup command or the health check failed: the scenario could not be prepared."""
-
-
-@dataclass(frozen=True)
-class JudgeWork:
-    """What the judge's recordings are filed under: the scenario, marked as the judge's."""
-
-    id: str
-    solution: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,20 +100,6 @@ def composite_score(
     total = sum(w for w, _ in parts)
     value = sum(w * v for w, v in parts) / total if total else 0.0
     return min(1.0, max(0.0, value))
-
-
-def transcript_text(trace: AgentTrace) -> str:
-    """A readable transcript: what the judge reads and what the artifacts keep."""
-    lines = []
-    for message in trace.messages:
-        for block in message.content:
-            if isinstance(block, ToolResultBlock):
-                lines.append(f"[tool result]\n{block.content}")
-            elif block.type == "tool_use":
-                lines.append(f"[{message.role} runs] {block.input.get('commands', block.input)}")
-            else:
-                lines.append(f"[{message.role}] {block.text}")
-    return "\n".join(lines) + "\n"
 
 
 def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]:
@@ -180,7 +157,7 @@ async def _builtin_agent(
     )
     write_events(artifacts / "events.jsonl", trace.tool_calls)
     # The spec's `completed`: finished on its own, not cut off by the turn limit or timeout.
-    return trace, transcript_text(trace), trace.natural_stop and not trace.timed_out
+    return trace, trace.transcript(), trace.natural_stop and not trace.timed_out
 
 
 async def _external_agent(

@@ -130,6 +130,21 @@ class AgentTrace(BaseModel):
     def total_retries(self) -> int:
         return sum(c.retries for c in self.llm_calls)
 
+    def transcript(self) -> str:
+        """The conversation as readable text: what a judge reads and the artifacts keep."""
+        lines = []
+        for message in self.messages:
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    lines.append(f"[tool result]\n{block.content}")
+                elif isinstance(block, ToolUseBlock):
+                    lines.append(
+                        f"[{message.role} runs] {block.input.get('commands', block.input)}"
+                    )
+                else:
+                    lines.append(f"[{message.role}] {block.text}")
+        return "\n".join(lines) + "\n"
+
     @property
     def tool_calls_ok(self) -> int:
         return sum(1 for c in self.tool_calls if c.exit_code == 0)
