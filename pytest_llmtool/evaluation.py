@@ -32,6 +32,7 @@ from pytest_llmtool.metrics import (
     InteractionMetrics,
     ScenarioResult,
 )
+from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.process import run_shell
 from pytest_llmtool.sandbox.workdir import (
     WORKDIR_TOOL,
@@ -44,7 +45,7 @@ from pytest_llmtool.scenarios import Scenario
 SETUP_TIMEOUT_SECONDS = 120.0
 
 
-class SetupFailed(Exception):
+class SetupFailed(SandboxError):
     """A setup command or the health check failed: the scenario could not be prepared."""
 
 

@@ -312,6 +312,7 @@ class FakeLLMServer:
         self.latency = latency
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Turn]] = dict(script or {})
+        self._partial: dict[str, list[Turn]] = {}
         self._faults: deque[Fault] = deque()
         self._requests: list[RecordedRequest] = []
         # Responses API state: reasoning items we issued, and which output items need theirs.
@@ -370,6 +371,13 @@ class FakeLLMServer:
         with self._lock:
             self._scripts[prompt] = list(turns)
 
+    def script_containing(self, fragment: str, turns: list[Turn]) -> None:
+        """Script every conversation whose first user message contains ``fragment`` and has no
+        exact script: for prompts built by the code under test (a judge prompt quoting the
+        transcript), where only a part is known in advance."""
+        with self._lock:
+            self._partial[fragment] = list(turns)
+
     def fail_next(self, *faults: Fault) -> None:
         """Queue faults: each following request consumes one, in order, before normal handling."""
         with self._lock:
@@ -379,6 +387,7 @@ class FakeLLMServer:
         """Forget scripts, queued faults and recorded requests (e.g. between tests)."""
         with self._lock:
             self._scripts.clear()
+            self._partial.clear()
             self._faults.clear()
             self._requests.clear()
             self._issued_reasoning.clear()
@@ -402,6 +411,8 @@ class FakeLLMServer:
     def _turns(self, prompt: str | None) -> list[Turn]:
         with self._lock:
             turns = self._scripts.get(prompt) if prompt is not None else None
+            if turns is None and prompt is not None:
+                turns = next((t for f, t in self._partial.items() if f in prompt), None)
         if turns is None:
             shown = prompt if prompt is None or len(prompt) <= 200 else prompt[:200] + "..."
             raise _Reject(f"no script for prompt {shown!r}")
