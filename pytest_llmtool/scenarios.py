@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from pytest_llmtool.gates import Gate, check_json_path, parse_assertion
+from pytest_llmtool.gates import Gate
 from pytest_llmtool.interaction import compile_pattern
 from pytest_llmtool.judge import load_rubric
 
@@ -165,19 +165,15 @@ def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
         compile_pattern(target.get("command_pattern"), target["binary"])
     except ValueError as exc:
         problems.append(f"target.command_pattern: {exc}")
-    for index, gate in enumerate(data["evaluation"]["gates"]):
-        where = f"evaluation.gates[{index}]"
-        if "pattern" in gate:
-            try:
-                re.compile(gate["pattern"])
-            except re.error as exc:
-                problems.append(f"{where}.pattern: does not compile: {exc}")
-        if gate["type"] == "command_json_path":
-            for key, check in (("path", check_json_path), ("assertion", parse_assertion)):
-                try:
-                    check(gate[key])
-                except ValueError as exc:
-                    problems.append(f"{where}.{key}: {exc}")
+    try:
+        _GATES.validate_python(data["evaluation"]["gates"])
+    except ValidationError as exc:
+        # The gate models check their regexes, JSONPaths and assertions themselves.
+        for error in exc.errors():
+            index, _kind, *field = error["loc"]
+            where = ".".join(str(f) for f in field)
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(f"evaluation.gates[{index}].{where}: {message}")
     if "template_folder" in data and not (base / data["template_folder"]).is_dir():
         problems.append(f"template_folder: {base / data['template_folder']} is not a directory")
     for index, doc in enumerate(data.get("guidance", [])):

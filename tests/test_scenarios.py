@@ -158,7 +158,7 @@ def test_scenarios_run_under_xdist(pytester: pytest.Pytester, project: Path) -> 
         ),
         (
             {"evaluation": {"gates": [{"type": "file_matches", "path": "x", "pattern": "(a"}]}},
-            "evaluation.gates[[]0].pattern: does not compile: *",
+            "evaluation.gates[[]0].pattern: pattern '(a' does not compile: *",
         ),
         (
             {
