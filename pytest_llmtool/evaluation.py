@@ -215,7 +215,6 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
             judge_verdict = "judge not asked: a gate already failed"
         elif run.judge is None:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
-            notes.append(judge_verdict)
         else:
             verdict = await run_judge(
                 run.judge.create(JudgeWork(f"{scenario.name}.judge")),

@@ -276,6 +276,9 @@ async def run_gate(gate: Gate, ctx: GateContext) -> GateResult:
         passed, message = await _evaluate(gate, ctx)
     except Exception as exc:
         passed, message = False, f"gate crashed: {type(exc).__name__}: {exc}"
+    # The author's description tells two gates of one type apart in every report.
+    if gate.description:
+        message = f"{gate.description}: {message}"
     return GateResult(gate_type=gate.type, passed=passed, message=message)
 
 

@@ -368,7 +368,7 @@ def test_script_json_verdict_overrides_exit_code(tmp_path: Path) -> None:
         command="""echo '{"passed": false, "message": "3 of 5 found"}'""", description="d"
     )
     assert run(says_no, tmp_path) == GateResult(
-        gate_type="script", passed=False, message="3 of 5 found"
+        gate_type="script", passed=False, message="d: 3 of 5 found"
     )
     says_yes = Script(command="""echo '{"passed": true}'; exit 1""", description="d")
     result = run(says_yes, tmp_path)
@@ -438,3 +438,9 @@ def test_a_missing_workdir_fails_each_command_gate_but_not_the_rest(tmp_path: Pa
     results = asyncio.run(run_gates(batch, context(tmp_path / "gone")))
     assert not results[0].passed and "gate crashed: FileNotFoundError" in results[0].message
     assert results[1].passed
+
+
+def test_a_gate_description_leads_its_message(tmp_path: Path) -> None:
+    described = FileExists(path="missing.txt", description="the report is written")
+    assert run(described, tmp_path).message.startswith("the report is written: ")
+    assert not run(FileExists(path="missing.txt"), tmp_path).message.startswith(":")
