@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import pytest
 
 from pytest_llmtool.agents import AgentError, ModelSpec
-from pytest_llmtool.agents.base import UnknownModel
+from pytest_llmtool.agents.base import NamedWork, UnknownModel
 from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.budget import Budget
@@ -293,14 +293,14 @@ class TaskItem(AgentItem[TaskResult]):
         """With a judge model set, `llm_judge:<prompt>` checks are asked of it: each passes
         when the judge scores the run at least 0.5 on that one criterion, and keeps the
         weight the dataset gives it (upstream's stub forced 0)."""
-        from pytest_llmtool.judge import JudgeWork, run_judge, single_criterion_rubric
+        from pytest_llmtool.judge import run_judge, single_criterion_rubric
 
         results = list(score.results)
         for index, (check, weight) in enumerate(self.task.checks()):
             if check.kind != "llm_judge":
                 continue
             verdict = await run_judge(
-                judge.create(JudgeWork(f"{self.task.id}.judge{index}")),
+                judge.create(NamedWork(f"{self.task.id}.judge{index}")),
                 single_criterion_rubric(check.text),
                 task=self.task.prompt,
                 transcript=trace.transcript(),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pytest_llmtool.agents.base import ModelSpec
+from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.gates import GateContext, run_gates
 from pytest_llmtool.interaction import (
     compile_pattern,
@@ -23,7 +23,7 @@ from pytest_llmtool.interaction import (
     from_transcript,
     write_events,
 )
-from pytest_llmtool.judge import JudgeWork, load_rubric, run_judge
+from pytest_llmtool.judge import load_rubric, run_judge
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.metrics import (
     AgentTrace,
@@ -146,8 +146,11 @@ async def _builtin_agent(
 ) -> tuple[AgentTrace, str, bool]:
     scenario = run.scenario
     deadline = time.monotonic() + scenario.timeout_secs
+    # Guidance versions of one scenario start with the same conversation: each needs its own
+    # id, or their recordings would answer for each other.
+    work_id = f"{scenario.name}-{run.guidance.stem}" if run.guidance else scenario.name
     trace = await run_agent_loop(
-        model.create(scenario),
+        model.create(NamedWork(work_id, scenario.solution)),
         WorkdirSandbox(workdir, env, deadline),
         prompt=scenario.prompt,
         system=system_prompt(scenario.target.binary),
@@ -217,7 +220,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
             verdict = await run_judge(
-                run.judge.create(JudgeWork(f"{scenario.name}.judge")),
+                run.judge.create(NamedWork(f"{scenario.name}.judge")),
                 load_rubric(scenario.rubric_path),
                 task=scenario.prompt,
                 transcript=transcript,

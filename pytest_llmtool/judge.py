@@ -34,14 +34,6 @@ JUDGE_SYSTEM = (
 RESPONSE_FIELDS = tuple(JudgeResponse.model_fields)
 
 
-@dataclass(frozen=True)
-class JudgeWork:
-    """What a judge call is filed under in recordings: the judged item, marked as such."""
-
-    id: str
-    solution: list[str] | None = None
-
-
 class Criterion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -531,3 +531,18 @@ def test_judge_model_falls_back_to_the_environment(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --llm-judge-model=haiku needs ANTHROPIC_API_KEY*"])
     assert os.environ.get("ANTHROPIC_API_KEY") is None
+
+
+def test_guidance_versions_are_recorded_apart_and_replay(
+    pytester: pytest.Pytester, project: Path, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_scenario(project, scenario(guidance=["v1.md", "v2.md"]))
+    server.script(PROMPT, [Turn(tool_calls=["note add milk", "note add eggs"]), Turn(text="ok")])
+    pytester.runpytest("--llm-model=haiku", "--llm-record=rec").assert_outcomes(passed=2)
+    filed = sorted(p.name for p in (pytester.path / "rec" / "anthropic_claude-haiku-4-5").iterdir())
+    assert filed == ["add_notes-v1", "add_notes-v2"]
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    recorded = len(server.requests)
+    result = pytester.runpytest("--llm-model=haiku", "--llm-replay=rec")
+    result.assert_outcomes(passed=2)
+    assert len(server.requests) == recorded

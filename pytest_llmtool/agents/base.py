@@ -6,6 +6,7 @@ only caller. A `ModelSpec` is what `--llm-model` names: it builds one agent per 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -62,6 +63,15 @@ class Work(Protocol):
 
     @property
     def solution(self) -> list[str] | None: ...
+
+
+@dataclass(frozen=True)
+class NamedWork:
+    """A `Work` given by its parts: a judge call, or one guidance version of a scenario, so
+    each is filed under its own id in recordings."""
+
+    id: str
+    solution: list[str] | None = None
 
 
 class ModelSpec(Protocol):
