@@ -146,7 +146,8 @@ class RunState:
 
     def close(self) -> None:
         try:
-            self.runtime.run(self.pool.aclose())
+            if self.pool.opened:
+                self.runtime.run(self.pool.aclose())
         finally:
             self.runtime.close()
 

@@ -118,6 +118,10 @@ class ClientPool:
         client: openai.AsyncOpenAI = self._clients["openai"]
         return client
 
+    @property
+    def opened(self) -> bool:
+        return bool(self._clients)
+
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
