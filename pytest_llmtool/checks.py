@@ -93,6 +93,16 @@ class TaskScore(BaseModel):
     score: float
     max_score: float
 
+    @classmethod
+    def of(cls, task_id: str, results: list[ScoreResult]) -> TaskScore:
+        """A task's score from its check results: the passed weights out of all weights."""
+        return cls(
+            task_id=task_id,
+            results=results,
+            score=sum(r.weight for r in results if r.passed),
+            max_score=sum(r.weight for r in results),
+        )
+
     def all_passed(self) -> bool:
         return all(r.passed for r in self.results)
 
@@ -107,12 +117,7 @@ def score_task(
     task_id: str, expectations: list[tuple[Check, float]], trace: AgentTrace, files: FileView
 ) -> TaskScore:
     results = [evaluate_check(check, weight, trace, files) for check, weight in expectations]
-    return TaskScore(
-        task_id=task_id,
-        results=results,
-        score=sum(r.weight for r in results if r.passed),
-        max_score=sum(r.weight for r in results),
-    )
+    return TaskScore.of(task_id, results)
 
 
 def evaluate_check(check: Check, weight: float, trace: AgentTrace, files: FileView) -> ScoreResult:

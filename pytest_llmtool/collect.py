@@ -35,11 +35,10 @@ from pytest_llmtool.summary import ErrorRecord, TaskResult
 from pytest_llmtool.tasks import LineProblem, Task, load_dataset
 
 if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
     from pytest_llmtool.evaluation import ExternalAgent
     from pytest_llmtool.scenarios import Scenario
-
-if TYPE_CHECKING:
-    from _pytest._code.code import TerminalRepr
 
 LLM_JUDGE_THRESHOLD = 0.5
 SCRIPTING_SKIP = "scripting-tool task (has `tools`): mock tools are not supported yet"
@@ -310,12 +309,7 @@ class TaskItem(AgentItem[TaskResult]):
             results[index] = ScoreResult(
                 check=check.spec, passed=verdict.passed, detail=verdict.message, weight=weight
             )
-        return TaskScore(
-            task_id=score.task_id,
-            results=results,
-            score=sum(r.weight for r in results if r.passed),
-            max_score=sum(r.weight for r in results),
-        )
+        return TaskScore.of(score.task_id, results)
 
     async def execute(self, state: RunState) -> TaskResult:
         tool, default_system = bash_tool()
@@ -329,8 +323,9 @@ class TaskItem(AgentItem[TaskResult]):
             max_turns=state.settings.max_turns,
             price=self.model.price,
         )
-        score = score_task(self.task.id, self.task.checks(), trace, sandbox)
-        if any(check.kind == "llm_judge" for check, _ in self.task.checks()):
+        checks = self.task.checks()
+        score = score_task(self.task.id, checks, trace, sandbox)
+        if any(check.kind == "llm_judge" for check, _ in checks):
             judge = state.judge_named(state.settings.judge_model)
             if judge is not None:
                 score = await self._judge_checks(judge, score, trace)

@@ -68,6 +68,10 @@ class ScenarioRun:
     judge: ModelSpec | None = None
     external: ExternalAgent | None = None
 
+    @property
+    def model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
+
 
 def outcome(
     gates: list[GateResult], judge_enabled: bool, judge_passed: bool | None
@@ -114,13 +118,12 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
     binary = scenario.target.binary
     # A binary named by a path is taken relative to the scenario file and put on PATH.
     prefix = [(scenario.path.parent / binary).resolve().parent] if "/" in binary else []
-    model_name = run.model if isinstance(run.model, str) else run.model.name
     extra = {
         "LLM_TOOL_TEST_FIXTURE_DIR": str(workdir),
         "LLM_TOOL_TEST_RESULTS_DIR": str(artifacts),
         "LLM_TOOL_TEST_SCENARIO": scenario.name,
         "LLM_TOOL_TEST_AGENT": "external" if run.external else "builtin",
-        "LLM_TOOL_TEST_MODEL": model_name,
+        "LLM_TOOL_TEST_MODEL": run.model_name,
         "LLM_TOOL_TEST_TRANSCRIPT": str(artifacts / "transcript.txt"),
         "LLM_TOOL_TEST_EVENTS": str(artifacts / "events.jsonl"),
         **scenario.target.env,
@@ -167,10 +170,9 @@ async def _builtin_agent(
 async def _external_agent(
     run: ScenarioRun, external: ExternalAgent, workdir: Path, env: dict[str, str]
 ) -> tuple[str, bool]:
-    model = run.model if isinstance(run.model, str) else run.model.name
     command = external.template.format(
         prompt=shlex.quote(run.scenario.prompt),
-        model=shlex.quote(model),
+        model=shlex.quote(run.model_name),
         workdir=shlex.quote(str(workdir)),
     )
     result = await run_shell(
@@ -254,7 +256,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     return ScenarioResult(
         nodeid=run.nodeid,
         scenario=scenario.name,
-        model=run.model if isinstance(run.model, str) else run.model.name,
+        model=run.model_name,
         guidance=run.guidance.name if run.guidance else None,
         tags=scenario.tags,
         tier=scenario.tier,
