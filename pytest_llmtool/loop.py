@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pytest_llmtool.agents.base import Agent, ChatRequest, ToolSpec
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ToolSpec
+from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
 from pytest_llmtool.metrics import (
     AgentTrace,
     LLMCallMetrics,
@@ -42,6 +43,17 @@ def _commands(call: ToolUseBlock) -> str:
     return ""
 
 
+def _abandoned(log: CallLog, turns: int) -> None:
+    """Raise when a model call cut off by the deadline says nothing about the model."""
+    if log.failures:
+        raise ProviderError(
+            f"the provider was still failing when the time limit ran out "
+            f"({len(log.failures)} failed attempts; last: {log.failures[-1]})"
+        )
+    if turns == 0:
+        raise AgentError("the model did not answer its first call within the time limit")
+
+
 async def run_agent_loop(
     agent: Agent,
     sandbox: Sandbox,
@@ -54,7 +66,11 @@ async def run_agent_loop(
     deadline: float | None = None,
 ) -> AgentTrace:
     """Run the conversation; with a `deadline` (monotonic seconds) no turn starts after it and
-    a model call still running at it is abandoned, leaving `timed_out` set."""
+    a model call still running at it is abandoned, leaving `timed_out` set.
+
+    An abandoned call is the model's lost time only when the model was answering: if the
+    provider was failing (retries in progress) or never answered a single call, the run says
+    nothing about the model and ends as an infrastructure error instead."""
     trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
     cumulative_input = 0
@@ -64,13 +80,19 @@ async def run_agent_loop(
             call_started = time.perf_counter()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
+                _abandoned(CallLog(), trace.turns)
                 trace.timed_out = True
                 break
+            log = CallLog()
+            token = CALL_LOG.set(log)
             try:
                 response = await asyncio.wait_for(agent.chat(request), remaining)
             except TimeoutError:
+                _abandoned(log, trace.turns)
                 trace.timed_out = True
                 break
+            finally:
+                CALL_LOG.reset(token)
             latency_ms = (time.perf_counter() - call_started) * 1000
             trace.turns += 1
             usage = response.usage

@@ -4,12 +4,21 @@ bashkit sandbox they run against."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
-from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, ToolSpec, Usage
+from pytest_llmtool.agents.base import (
+    Agent,
+    AgentError,
+    ChatRequest,
+    ChatResponse,
+    ToolSpec,
+    Usage,
+)
 from pytest_llmtool.agents.offline import NopModel, OracleModel
+from pytest_llmtool.agents.retry import ProviderError, RetryPolicy, call_with_retries
 from pytest_llmtool.checks import score_task
 from pytest_llmtool.loop import format_tool_output, run_agent_loop
 from pytest_llmtool.metrics import (
@@ -433,3 +442,86 @@ def test_vfs_sandbox_has_no_session_cap_at_1000_calls() -> None:
 
     codes = asyncio.run(script())
     assert codes == [0] * 1005
+
+
+# --- deadlines and failing providers --------------------------------------------------------------
+
+
+class HangingAgent:
+    """Answers the first `answers` calls with a tool call, then never answers again."""
+
+    def __init__(self, answers: int) -> None:
+        self.answers = answers
+        self.calls = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        if self.calls <= self.answers:
+            return reply(use(f"t{self.calls}", "true"))
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class FailingProviderAgent:
+    """A provider answering 503 to every attempt, retried by the real retry policy."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        async def attempt() -> ChatResponse:
+            raise ValueError("HTTP 503 from the fake provider")
+
+        policy = RetryPolicy(max_attempts=1000, max_seconds=60, backoff=0.01, max_delay=0.01)
+        response, _ = await call_with_retries(attempt, policy, "FAKE_KEY")
+        return response
+
+
+def run_until(agent: Agent, seconds: float) -> AgentTrace:
+    async def go() -> AgentTrace:
+        return await run_agent_loop(
+            agent,
+            FakeSandbox(),
+            prompt="do it",
+            system="sys",
+            tools=[BASH],
+            max_turns=10,
+            deadline=time.monotonic() + seconds,
+        )
+
+    return asyncio.run(go())
+
+
+def test_a_model_cut_off_after_answering_has_timed_out() -> None:
+    trace = run_until(HangingAgent(answers=2), 0.3)
+    assert trace.timed_out and trace.turns == 2 and not trace.natural_stop
+
+
+def test_a_model_that_never_answered_is_an_infrastructure_error_not_a_timeout() -> None:
+    with pytest.raises(AgentError, match="did not answer its first call"):
+        run_until(HangingAgent(answers=0), 0.2)
+
+
+def test_a_provider_failing_at_the_deadline_is_a_provider_error() -> None:
+    with pytest.raises(ProviderError, match=r"still failing .* last: malformed response"):
+        run_until(FailingProviderAgent(), 0.3)
+
+
+def test_a_hung_attempt_is_bounded_by_the_call_timeout_then_retried() -> None:
+    attempts: list[float] = []
+
+    async def attempt() -> str:
+        attempts.append(time.monotonic())
+        if len(attempts) < 3:
+            await asyncio.Event().wait()
+        return "answer"
+
+    policy = RetryPolicy(max_attempts=5, max_seconds=30, backoff=0.0, call_timeout=0.05)
+    assert asyncio.run(call_with_retries(attempt, policy, "FAKE_KEY")) == ("answer", 2)
+
+
+def test_a_hung_call_gives_up_within_the_retry_budget() -> None:
+    async def attempt() -> str:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    policy = RetryPolicy(max_attempts=100, max_seconds=0.2, backoff=0.0, call_timeout=300)
+    with pytest.raises(ProviderError, match=r"gave up after 1 attempts .* no answer within 0\.2 s"):
+        asyncio.run(call_with_retries(attempt, policy, "FAKE_KEY"))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fake_llm_server import FakeLLMServer, Fault, Turn
 from test_plugin import TASKS, read_report, write_dataset
+from test_scenarios import project, scenario, write_scenario  # noqa: F401 (`project` is a fixture)
 
 from pytest_llmtool.agents.base import Usage
 from pytest_llmtool.pricing import DEFAULT_PRICES
@@ -445,3 +446,63 @@ def test_max_cost_is_shared_across_xdist_workers(
     assert outcomes.get("failed", 0) <= 2
     assert outcomes.get("failed", 0) + outcomes.get("skipped", 0) == 10
     assert len(read_report(pytester)["results"]) == outcomes.get("failed", 0)
+
+
+def test_a_hung_server_costs_no_more_than_the_retry_budget(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    server.fail_next(Fault.slow(60), Fault.slow(60))
+    result = pytester.runpytest("--llm-model=haiku", "--llm-retry-seconds=0.5")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*ProviderError: gave up after 1 attempts in *: no answer within 0.5 s*"]
+    )
+
+
+def test_a_hung_attempt_is_cut_by_the_call_timeout_and_retried(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    server.fail_next(Fault.slow(60))
+    result = pytester.runpytest(
+        "--llm-model=haiku", "--llm-call-timeout=0.5", "--llm-retry-backoff=0", "--llm-report=out"
+    )
+    result.assert_outcomes(passed=1)
+    assert read_report(pytester)["results"][0]["trace"]["llm_calls"][0]["retries"] == 1
+
+
+@pytest.mark.parametrize(
+    ("faults", "message"),
+    [
+        ([Fault.slow(60)], "*AgentError: the model did not answer its first call*"),
+        (
+            [Fault.server_error(503)] * 400,
+            "*ProviderError: the provider was still failing when the time limit ran out*503*",
+        ),
+    ],
+)
+def test_a_scenario_whose_provider_fails_is_an_error_not_a_verdict(
+    pytester: pytest.Pytester,
+    project: Path,  # noqa: F811 (the fixture imported above)
+    server: FakeLLMServer,
+    faults: list[Fault],
+    message: str,
+) -> None:
+    # Gates that the untouched work directory passes: a run that never reached the model
+    # must not read as a pass.
+    write_scenario(
+        project,
+        scenario(
+            run={"timeout_secs": 1},
+            evaluation={"gates": [{"type": "file_exists", "path": "README"}]},
+        ),
+    )
+    server.fail_next(*faults)
+    result = pytester.runpytest(
+        "--llm-model=haiku", "--llm-retries=1000", "--llm-retry-backoff=0.01"
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])

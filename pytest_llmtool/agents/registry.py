@@ -39,8 +39,8 @@ DEFAULT_ALIASES = {
     "gpt-4o-mini": "openai:gpt-4o-mini",
     "gpt-5.3-codex": "openai-responses:gpt-5.3-codex",
 }
-# Connect fast, but let a long generation finish (the upstream harness uses 15 s / 300 s).
-TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS = 300.0, 15.0
+# Connect fast; the read timeout is `--llm-call-timeout` (the upstream harness uses 300 s).
+CONNECT_TIMEOUT_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class ClientPool:
     """
 
     base_urls: dict[str, str]
+    call_timeout: float = 300.0
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
@@ -100,7 +101,7 @@ class ClientPool:
                 api_key=os.environ.get("ANTHROPIC_API_KEY"),
                 base_url=self.base_urls.get("anthropic"),
                 max_retries=0,
-                timeout=anthropic.Timeout(TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+                timeout=anthropic.Timeout(self.call_timeout, connect=CONNECT_TIMEOUT_SECONDS),
             )
         client: anthropic.AsyncAnthropic = self._clients["anthropic"]
         return client
@@ -113,7 +114,7 @@ class ClientPool:
                 api_key=os.environ.get("OPENAI_API_KEY"),
                 base_url=self.base_urls.get("openai"),
                 max_retries=0,
-                timeout=openai.Timeout(TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+                timeout=openai.Timeout(self.call_timeout, connect=CONNECT_TIMEOUT_SECONDS),
             )
         client: openai.AsyncOpenAI = self._clients["openai"]
         return client

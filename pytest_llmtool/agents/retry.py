@@ -4,15 +4,20 @@ Transient failures (429 rate limits, 5xx, 529 overload, connection errors, malfo
 are retried. Authentication, quota/billing and invalid requests are not: retrying cannot fix
 them, so the error says what to fix instead. Whatever finally fails is a `ProviderError`,
 which the item reports as an infrastructure error, never as the model failing.
+
+Time is bounded twice: each attempt by `call_timeout` (a hung server is an attempt that timed
+out, retried like a dropped connection), and the whole call, retries and waits included, by
+`max_seconds`, so no setting of the SDKs' own timeouts can make one call outlast it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pytest_llmtool.agents.base import AgentError
@@ -29,9 +34,10 @@ class ProviderError(AgentError):
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 5
-    max_seconds: float = 120.0
+    max_seconds: float = 600.0
     backoff: float = 2.0
     max_delay: float = 30.0
+    call_timeout: float = 300.0
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -44,6 +50,22 @@ class Verdict:
     retryable: bool
     message: str
     retry_after: float | None = None
+
+
+@dataclass
+class CallLog:
+    """What went wrong so far in the model call in flight.
+
+    The agent loop sets one before each call and may abandon the call at a deadline; the log
+    then tells it whether the provider was failing (an infrastructure error) or merely slow.
+    """
+
+    failures: list[str] = field(default_factory=list)
+
+
+CALL_LOG: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar(
+    "llmtool_call_log", default=None
+)
 
 
 def _retry_after(exc: Exception) -> float | None:
@@ -109,18 +131,27 @@ async def call_with_retries(
     """Run `call` until it succeeds; return its result and how many retries it took."""
     started = time.monotonic()
     attempt = 0
+    log = CALL_LOG.get()
     while True:
         attempt += 1
+        remaining = policy.max_seconds - (time.monotonic() - started)
+        limit = min(policy.call_timeout, remaining)
         try:
-            return await call(), attempt - 1
+            return await asyncio.wait_for(call(), max(limit, 0.001)), attempt - 1
+        except TimeoutError as exc:
+            verdict = Verdict(True, f"no answer within {limit:.3g} s")
+            cause: Exception = exc
         except Exception as exc:
             verdict = classify(exc, key_env)
-            if not verdict.retryable:
-                raise ProviderError(verdict.message) from exc
-            delay = policy.delay(attempt, verdict.retry_after)
-            elapsed = time.monotonic() - started
-            if attempt >= policy.max_attempts or elapsed + delay > policy.max_seconds:
-                raise ProviderError(
-                    f"gave up after {attempt} attempts in {elapsed:.1f}s: {verdict.message}"
-                ) from exc
-            await asyncio.sleep(delay)
+            cause = exc
+        if log is not None:
+            log.failures.append(verdict.message)
+        if not verdict.retryable:
+            raise ProviderError(verdict.message) from cause
+        delay = policy.delay(attempt, verdict.retry_after)
+        elapsed = time.monotonic() - started
+        if attempt >= policy.max_attempts or elapsed + delay > policy.max_seconds:
+            raise ProviderError(
+                f"gave up after {attempt} attempts in {elapsed:.1f}s: {verdict.message}"
+            ) from cause
+        await asyncio.sleep(delay)
