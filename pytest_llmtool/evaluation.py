@@ -1,9 +1,11 @@
 """One scenario run, start to finish: setup, agent, post scripts, then the three layers.
 
 Order (llm-tool-test's): setup commands → agent → post scripts → interaction metrics →
-gates → judge. The outcome is the spec's: pass only if every gate passes and, when the judge
-is enabled, the judge passes. The judge is not asked when a gate already failed: the outcome
-is decided, and the call would only cost money. Interaction metrics never decide anything.
+gates → judge. Every one of those commands (and an external agent) runs in the item's `Jail`,
+a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome is the spec's: pass
+only if every gate passes and, when the judge is enabled, the judge passes. The judge is not
+asked when a gate already failed: the outcome is decided, and the call would only cost money.
+Interaction metrics never decide anything.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pytest_llmtool.metrics import (
     ScenarioResult,
 )
 from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import run_shell
 from pytest_llmtool.sandbox.workdir import (
     WORKDIR_TOOL,
@@ -56,6 +59,16 @@ class ExternalAgent:
     template: str
     passed_env: dict[str, str]
 
+    @property
+    def executable(self) -> Path | None:
+        """The agent program when the template names it by an absolute path: the sandbox
+        must show it (a bare name is found on PATH, whose directories it shows anyway)."""
+        try:
+            first = shlex.split(self.template)[0]
+        except (ValueError, IndexError):
+            return None
+        return Path(first) if first.startswith("/") else None
+
 
 @dataclass(frozen=True)
 class ScenarioRun:
@@ -67,6 +80,7 @@ class ScenarioRun:
     max_turns: int
     judge: ModelSpec | None = None
     external: ExternalAgent | None = None
+    sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
 
     @property
     def model_name(self) -> str:
@@ -113,6 +127,7 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
         shutil.copytree(scenario.template_folder, workdir, dirs_exist_ok=True, symlinks=True)
     workdir.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
+    (run.root / "home").mkdir(parents=True, exist_ok=True)
     if run.guidance is not None:
         shutil.copyfile(run.guidance, workdir / "AGENTS.md")
     binary = scenario.target.binary
@@ -131,21 +146,59 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
     return agent_environment(run.root / "home", extra, prefix)
 
 
-async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str]) -> None:
+def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail | None:
+    """The item's sandbox: the read-only view adds the tool's and the external agent's
+    directories to what every jail shows. Raises `BwrapUnavailable` (an item error) rather
+    than run unisolated."""
+    if run.sandbox == "none":
+        return None
+    scenario = run.scenario
+    extra = []
+    if "/" in scenario.target.binary:
+        extra.append((scenario.path.parent / scenario.target.binary).resolve().parent)
+    if run.external is not None and run.external.executable is not None:
+        extra.append(run.external.executable)
+    return make_jail(run.root, env["PATH"], extra, network=scenario.network)
+
+
+async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str], jail: Jail | None) -> None:
     steps = [("setup command", c) for c in scenario.setup_commands]
     if scenario.target.health_check:
         steps.append(("health check", scenario.target.health_check))
     for what, command in steps:
-        result = await run_shell(command, cwd=workdir, env=env, timeout=SETUP_TIMEOUT_SECONDS)
+        result = await run_shell(
+            command, cwd=workdir, env=env, timeout=SETUP_TIMEOUT_SECONDS, jail=jail
+        )
         if result.exit_code != 0:
             output = (result.stdout + result.stderr).strip()[-2000:]
             raise SetupFailed(
                 f"{what} failed (exit {result.exit_code}): {command}\n{output or '(no output)'}"
             )
+    binary = scenario.target.binary
+    if "/" not in binary:
+        # A path is checked when the scenario is loaded; a bare name only resolves here.
+        found = await run_shell(
+            f"command -v -- {shlex.quote(binary)}",
+            cwd=workdir,
+            env=env,
+            timeout=SETUP_TIMEOUT_SECONDS,
+            jail=jail,
+        )
+        if found.exit_code != 0:
+            raise SetupFailed(
+                f"target.binary: {binary!r} is not on the sandbox's PATH ({env['PATH']}); "
+                "install it into one of those directories (they are visible read-only in the "
+                "sandbox), or give target.binary as a path relative to the scenario file"
+            )
 
 
 async def _builtin_agent(
-    run: ScenarioRun, model: ModelSpec, workdir: Path, env: dict[str, str], artifacts: Path
+    run: ScenarioRun,
+    model: ModelSpec,
+    workdir: Path,
+    env: dict[str, str],
+    artifacts: Path,
+    jail: Jail | None,
 ) -> tuple[AgentTrace, str, bool]:
     scenario = run.scenario
     deadline = time.monotonic() + scenario.timeout_secs
@@ -154,7 +207,7 @@ async def _builtin_agent(
     work_id = f"{scenario.name}-{run.guidance.stem}" if run.guidance else scenario.name
     trace = await run_agent_loop(
         model.create(NamedWork(work_id, scenario.solution)),
-        WorkdirSandbox(workdir, env, deadline),
+        WorkdirSandbox(workdir, env, deadline, jail),
         prompt=scenario.prompt,
         system=system_prompt(scenario.target.binary),
         tools=[WORKDIR_TOOL],
@@ -168,25 +221,39 @@ async def _builtin_agent(
 
 
 async def _external_agent(
-    run: ScenarioRun, external: ExternalAgent, workdir: Path, env: dict[str, str]
+    run: ScenarioRun,
+    external: ExternalAgent,
+    workdir: Path,
+    env: dict[str, str],
+    jail: Jail | None,
 ) -> tuple[str, bool]:
     command = external.template.format(
         prompt=shlex.quote(run.scenario.prompt),
         model=shlex.quote(run.model_name),
         workdir=shlex.quote(str(workdir)),
     )
+    # The one command with the network whatever the scenario says: it calls its provider.
     result = await run_shell(
-        command, cwd=workdir, env={**env, **external.passed_env}, timeout=run.scenario.timeout_secs
+        command,
+        cwd=workdir,
+        env={**env, **external.passed_env},
+        timeout=run.scenario.timeout_secs,
+        jail=jail,
+        network=True,
     )
     transcript = result.stdout + ("\n" + result.stderr if result.stderr else "")
     # The spec's `completed`: exited by itself (not killed by the timeout) with exit code 0.
     return transcript, result.exit_code == 0 and not result.timed_out
 
 
-async def _post_scripts(scenario: Scenario, workdir: Path, env: dict[str, str]) -> list[str]:
+async def _post_scripts(
+    scenario: Scenario, workdir: Path, env: dict[str, str], jail: Jail | None
+) -> list[str]:
     notes = []
     for script in scenario.post_scripts:
-        result = await run_shell(script.command, cwd=workdir, env=env, timeout=script.timeout_secs)
+        result = await run_shell(
+            script.command, cwd=workdir, env=env, timeout=script.timeout_secs, jail=jail
+        )
         if result.exit_code != 0:
             notes.append(f"post script exited {result.exit_code}: {script.command}")
     return notes
@@ -197,21 +264,24 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     scenario = run.scenario
     workdir, artifacts = run.root / "work", run.root / "artifacts"
     env = _prepare(run, workdir, artifacts)
-    await _setup(scenario, workdir, env)
+    jail = _jail(run, env)
+    await _setup(scenario, workdir, env, jail)
 
     pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
     trace: AgentTrace | None = None
     if run.external is not None:
-        transcript, completed = await _external_agent(run, run.external, workdir, env)
+        transcript, completed = await _external_agent(run, run.external, workdir, env, jail)
         interaction = from_transcript(transcript, pattern, completed)
     else:
         assert not isinstance(run.model, str)
-        trace, transcript, completed = await _builtin_agent(run, run.model, workdir, env, artifacts)
+        trace, transcript, completed = await _builtin_agent(
+            run, run.model, workdir, env, artifacts, jail
+        )
         interaction = from_tool_calls(trace.tool_calls, pattern, completed)
     (artifacts / "transcript.txt").write_text(transcript, encoding="utf-8")
-    notes = await _post_scripts(scenario, workdir, env)
+    notes = await _post_scripts(scenario, workdir, env, jail)
 
-    gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction))
+    gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction, jail=jail))
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
     judge_score = judge_response = judge_verdict = None
     judge_passed: bool | None = None

@@ -22,6 +22,7 @@ from jsonpath_ng.ext.parser import parse as parse_jsonpath
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from pytest_llmtool.metrics import GateResult, InteractionMetrics
+from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
 _EXCERPT = 200  # characters of output or values quoted in a failure message
@@ -139,6 +140,7 @@ class GateContext:
     env: dict[str, str]  # the environment gate commands run with (already scrubbed)
     interaction: InteractionMetrics  # for no_transcript_errors
     timeout: float = 30.0  # per gate command; script gates use their own timeout_secs
+    jail: Jail | None = None  # the scenario item's sandbox (None: --llm-sandbox=none)
 
 
 # --- command_json_path assertions ---------------------------------------------------------
@@ -305,7 +307,7 @@ async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
 
 async def _run(command: str, ctx: GateContext, timeout: float) -> tuple[ShellResult, str | None]:
     """Run a gate command; the second item says why it did not succeed, None if it did."""
-    result = await run_shell(command, cwd=ctx.workdir, env=ctx.env, timeout=timeout)
+    result = await run_shell(command, cwd=ctx.workdir, env=ctx.env, timeout=timeout, jail=ctx.jail)
     if result.timed_out:
         return result, f"{_cmd(command)} timed out after {timeout:g} s"
     if result.exit_code != 0:

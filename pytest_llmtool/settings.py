@@ -16,6 +16,7 @@ from pytest_llmtool.agents.base import UnknownModel
 from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
+from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,13 @@ OPTIONS = (
         "llm_prompt_cache", "BOOL", "true", "set Anthropic prompt-cache breakpoints (true/false)"
     ),
     OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors"),
-    OptionDef("llm_retry_seconds", "S", "120", "total time one model call may spend retrying"),
+    OptionDef(
+        "llm_retry_seconds",
+        "S",
+        "600",
+        "the longest one model call may take, retries and waits included",
+    ),
+    OptionDef("llm_call_timeout", "S", "300", "the longest one attempt of a model call may take"),
     OptionDef(
         "llm_retry_backoff", "S", "2", "first retry delay when the server gives no Retry-After"
     ),
@@ -91,6 +98,13 @@ OPTIONS = (
         "*.yaml *.yml",
         "file-name patterns of YAML files that may be scenarios; a matching file is collected "
         "only if it has a top-level `task:` key",
+    ),
+    OptionDef(
+        "llm_sandbox",
+        "MODE",
+        "bwrap",
+        "where scenario commands run: bwrap (a bubblewrap sandbox per item) or none "
+        "(unisolated, as the user's own processes)",
     ),
     OptionDef(
         "llm_datasets",
@@ -197,6 +211,7 @@ class Settings:
     agent_cmd: str | None = None
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
+    sandbox: str = "bwrap"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -257,6 +272,19 @@ class Settings:
             raise pytest.UsageError(
                 f"--llm-prompt-cache: expected true or false, got {cache_text!r}"
             )
+        sandbox = _raw(config, "llm_sandbox")[0].strip().lower()
+        if sandbox not in SANDBOX_MODES:
+            raise pytest.UsageError(
+                f"--llm-sandbox: expected {' or '.join(SANDBOX_MODES)}, got {sandbox!r}"
+            )
+        if sandbox == "none" and not hasattr(config, "workerinput"):
+            config.issue_config_time_warning(
+                UnisolatedWarning(
+                    "--llm-sandbox=none: scenario commands are NOT isolated; they run as your "
+                    "own processes and can read your files and environment and reach the network"
+                ),
+                stacklevel=2,
+            )
         return cls(
             models=models,
             max_turns=_number(config, "llm_max_turns", int, 1),
@@ -272,6 +300,7 @@ class Settings:
                 max_attempts=_number(config, "llm_retries", int, 1),
                 max_seconds=_number(config, "llm_retry_seconds", float, 0),
                 backoff=_number(config, "llm_retry_backoff", float, 0),
+                call_timeout=_number(config, "llm_call_timeout", float, 0.001),
             ),
             prices=prices,
             aliases=aliases,
@@ -279,4 +308,5 @@ class Settings:
             agent_cmd=agent_cmd,
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
+            sandbox=sandbox,
         )

@@ -28,6 +28,7 @@ from pytest_llmtool.gates import (
     run_gates,
 )
 from pytest_llmtool.metrics import GateResult, InteractionMetrics, SubcommandMetrics
+from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
 JSON_OUT = (
@@ -413,10 +414,12 @@ def test_gates_run_in_order_without_short_circuit(tmp_path: Path) -> None:
 def test_a_crashing_gate_becomes_a_failed_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def flaky(command: str, *, cwd: Path, env: dict[str, str], timeout: float) -> ShellResult:
+    async def flaky(
+        command: str, *, cwd: Path, env: dict[str, str], timeout: float, jail: Jail | None
+    ) -> ShellResult:
         if command == "explode":
             raise RuntimeError("shell is gone")
-        return await run_shell(command, cwd=cwd, env=env, timeout=timeout)
+        return await run_shell(command, cwd=cwd, env=env, timeout=timeout, jail=jail)
 
     monkeypatch.setattr("pytest_llmtool.gates.run_shell", flaky)
     batch: list[Gate] = [

@@ -1,5 +1,11 @@
 """Running a shell command for real: a timeout that kills the whole process group, capped
-output, and exactly the environment it is given (no inheritance from pytest's own)."""
+output, and exactly the environment it is given (no inheritance from pytest's own).
+
+Given a `Jail`, the command runs inside bubblewrap. bwrap is started with the command's own
+environment, never pytest's: `--clearenv` empties the command's environment but not the
+memory of bwrap's forks, and a fork of bwrap (its init) is what `/proc/1/environ` shows inside
+unless the command is PID 1 itself.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmtool.sandbox.isolated import Jail
+
 MAX_OUTPUT = 1024 * 1024  # per stream; the rest is dropped and flagged
 TRUNCATED = "\n[output truncated by pytest-llmtool]\n"
+JAIL_EXIT_SECONDS = 10.0  # for bwrap to exit once its sandbox's init was killed
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,19 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _kill_jail(bwrap_pid: int) -> None:
+    """Kill the sandbox's PID 1 (bwrap's child, in a session of its own): the kernel kills
+    every process of its PID namespace before PID 1's exit is reported, so bwrap, which waits
+    for it, exits only once they are all gone."""
+    try:
+        children = Path(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children").read_text().split()
+    except OSError:
+        return
+    for child in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(child), signal.SIGKILL)
+
+
 async def run_shell(
     command: str,
     *,
@@ -53,16 +75,21 @@ async def run_shell(
     timeout: float,
     max_output: int = MAX_OUTPUT,
     shell: str = "bash",
+    jail: Jail | None = None,
+    network: bool | None = None,
 ) -> ShellResult:
     """Run `command` with `shell -c` in its own session; on timeout kill every process in it.
 
-    A timed-out command reports exit code 124, as coreutils' `timeout` does.
+    With a `jail`, in a bubblewrap sandbox (`network` overrides the jail's own setting): its
+    PID namespace ends, and every process in it with it, when the shell exits or bwrap is
+    killed. A timed-out command reports exit code 124, as coreutils' `timeout` does.
     """
     started = time.perf_counter()
+    argv = [shell, "-c", command]
+    if jail is not None:
+        argv = jail.argv(argv, cwd, network=network)
     proc = await asyncio.create_subprocess_exec(
-        shell,
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
@@ -78,10 +105,22 @@ async def run_shell(
         await asyncio.wait_for(proc.wait(), timeout)
     except TimeoutError:
         timed_out = True
+        if jail is not None:
+            _kill_jail(proc.pid)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
         _kill_group(proc.pid)
         await proc.wait()
     except BaseException:
+        # Cancelled (an interrupted run): kill first; should the sandbox's PID 1 survive this,
+        # bwrap's --die-with-parent kills it when bwrap goes. Then reap the killed process
+        # within a bound, so the event loop never closes with a child it still owns.
+        if jail is not None:
+            _kill_jail(proc.pid)
         _kill_group(proc.pid)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
+        reading.cancel()
         raise
     finally:
         # Children that outlived the shell (backgrounded jobs) go with it.

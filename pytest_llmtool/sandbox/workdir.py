@@ -1,8 +1,9 @@
 """The work-directory sandbox for scenarios: real `bash` in a fresh directory with the tool.
 
 Each tool call is a new `bash -c` in the work directory (files persist, shell state does not),
-killed with its whole process group on timeout, output capped. The environment is built from
-an allowlist, never inherited: API keys and other secrets of the user cannot reach the agent.
+killed with its whole process group on timeout, output capped, inside the item's `Jail`
+(bubblewrap) unless `--llm-sandbox=none`. The environment is built from an allowlist, never
+inherited: API keys and other secrets of the user cannot reach the agent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from pytest_llmtool.agents.base import ToolSpec
 from pytest_llmtool.metrics import ToolCallResult
+from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import run_shell
 
 # What a command-line tool may reasonably need from the user's environment; nothing else.
@@ -58,10 +60,17 @@ def system_prompt(binary: str) -> str:
 
 
 class WorkdirSandbox:
-    def __init__(self, root: Path, env: dict[str, str], deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        env: dict[str, str],
+        deadline: float | None = None,
+        jail: Jail | None = None,
+    ) -> None:
         self.root = root
         self.env = env
         self.deadline = deadline
+        self.jail = jail
 
     def _timeout(self) -> float:
         if self.deadline is None:
@@ -69,7 +78,9 @@ class WorkdirSandbox:
         return max(0.1, min(CALL_TIMEOUT_SECONDS, self.deadline - time.monotonic()))
 
     async def run(self, commands: str) -> ToolCallResult:
-        result = await run_shell(commands, cwd=self.root, env=self.env, timeout=self._timeout())
+        result = await run_shell(
+            commands, cwd=self.root, env=self.env, timeout=self._timeout(), jail=self.jail
+        )
         return ToolCallResult(
             commands=commands,
             stdout=result.stdout,
