@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 LLM_JUDGE_THRESHOLD = 0.5
 SCRIPTING_SKIP = "scripting-tool task (has `tools`): mock tools are not supported yet"
+# pytest's own markers (and ours): a category or tag of that name must not act as one.
+RESERVED_MARKERS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "llm"}
+)
 
 
 @dataclass
@@ -58,11 +62,14 @@ class RunState:
     _slots: asyncio.Semaphore | None = None
 
     _judges: dict[str, ModelSpec] = field(default_factory=dict)
-    _tags: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
+    _tags: dict[str, list[pytest.MarkDecorator]] = field(default_factory=dict)
+    _named: set[str] = field(default_factory=set)
 
     @classmethod
     def create(cls, settings: Settings, budget: Budget) -> RunState:
-        state = cls(settings, (), budget, ClientPool(settings.base_urls))
+        state = cls(
+            settings, (), budget, ClientPool(settings.base_urls, settings.retry.call_timeout)
+        )
         state.models = tuple(state.build(ref) for ref in settings.models)
         return state
 
@@ -111,25 +118,44 @@ class RunState:
             self._judges[name] = self.build(ref)
         return self._judges[name]
 
-    def tag_marker(self, tag: str, config: pytest.Config) -> pytest.MarkDecorator:
-        """A scenario tag as a marker (`-m smoke`), registered once."""
+    def _named_marker(
+        self, name: str, what: str, config: pytest.Config
+    ) -> list[pytest.MarkDecorator]:
+        """A marker called `name`, so that `-m name` selects, when the name is free.
+
+        A name pytest or another plugin gives a meaning to (`skip`, `xfail`, `timeout`,
+        `flaky`, ...) would make a dataset's words act on its items, so it gets no marker of
+        its own; `llm(category=...)` / `llm(tag=...)` select those."""
+        if not name.isidentifier() or name in RESERVED_MARKERS:
+            return []
+        if name not in self._named:
+            taken = {
+                line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")
+            }
+            if name in taken:
+                return []
+            config.addinivalue_line("markers", f"{name}: {what} (pytest-llmtool)")
+            self._named.add(name)
+        return [getattr(pytest.mark, name)]
+
+    def tag_markers(self, tag: str, config: pytest.Config) -> list[pytest.MarkDecorator]:
+        """A scenario tag as `llm(tag=…)` and, when the name is free, a marker (`-m smoke`)."""
         if tag not in self._tags:
-            config.addinivalue_line("markers", f"{tag}: scenario tag (pytest-llmtool)")
-            self._tags[tag] = getattr(pytest.mark, tag)
+            self._tags[tag] = [
+                pytest.mark.llm(tag=tag),
+                *self._named_marker(tag, "scenario tag", config),
+            ]
         return self._tags[tag]
 
     def category_markers(self, category: str, config: pytest.Config) -> list[pytest.MarkDecorator]:
-        """`llm(category=…)` and, when the name allows `-m`, a marker named after the category.
+        """`llm(category=…)` and, when the name is free, a marker named after the category.
 
         Built once per category and shared by its items (large datasets have many items)."""
         if category not in self._markers:
-            markers = [pytest.mark.llm(category=category)]
-            if category.isidentifier():
-                config.addinivalue_line(
-                    "markers", f"{category}: bash-task category (pytest-llmtool)"
-                )
-                markers.append(getattr(pytest.mark, category))
-            self._markers[category] = markers
+            self._markers[category] = [
+                pytest.mark.llm(category=category),
+                *self._named_marker(category, "bash-task category", config),
+            ]
         return self._markers[category]
 
     def skip_marker(self, reason: str) -> pytest.MarkDecorator:

@@ -46,7 +46,8 @@ class ScenarioFile(pytest.File):
             )
             return
         markers = [pytest.mark.llm(kind="scenario", tier=loaded.tier)]
-        markers += [state.tag_marker(tag, self.config) for tag in loaded.tags if tag.isidentifier()]
+        for tag in loaded.tags:
+            markers += state.tag_markers(tag, self.config)
         for model in state.models:
             variants: list[Path | None] = [*loaded.guidance] or [None]
             for guidance in variants:
@@ -121,6 +122,7 @@ class ScenarioItem(AgentItem[ScenarioResult]):
                 max_turns=state.settings.max_turns,
                 judge=judge,
                 external=state.external,
+                sandbox=state.settings.sandbox,
             )
         )
         if result.trace is not None and result.trace.cost_usd:

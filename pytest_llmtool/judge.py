@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
 from pytest_llmtool.metrics import JudgeResponse, Message, TextBlock
+from pytest_llmtool.safe_yaml import UnsafeYaml, load_yaml
 
 WEIGHT_TOLERANCE = 0.01
 LLM_JUDGE_CRITERION = "llm_judge"
@@ -133,9 +134,11 @@ def _rubric_problem(error: Any) -> str:
 def load_rubric(path: Path) -> Rubric:
     """Read a rubric YAML file; every problem is a ValueError naming the file and key path."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ValueError(f"rubric {path}: not valid YAML: {exc}") from None
+    except UnsafeYaml as exc:
+        raise ValueError(f"rubric {path}: {exc}") from None
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise ValueError(f"rubric {path}: expected a mapping with 'criteria', got {got}")

@@ -9,6 +9,7 @@ exception, so a bad scenario cannot stop the others from running.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pytest_llmtool.gates import Gate
 from pytest_llmtool.interaction import compile_pattern
 from pytest_llmtool.judge import load_rubric
+from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
+from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
 MIGRATIONS = {
@@ -47,6 +50,9 @@ UNSUPPORTED = {
     "docs": "put documentation in the template folder or use `guidance`",
 }
 _SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
+_SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
+# Longest single problem we print: schema messages quote the offending value.
+_MAX_PROBLEM = 300
 _GATES: TypeAdapter[list[Gate]] = TypeAdapter(list[Gate])
 
 
@@ -94,6 +100,7 @@ class Scenario(_Model):
     description: str
     tags: list[str] = Field(default_factory=list)
     tier: int = 0
+    network: bool = False  # pytest-llmtool: the sandbox shares the host's network
     template_folder: Path | None = None
     setup_commands: list[str] = Field(default_factory=list)
     target: Target
@@ -119,18 +126,18 @@ class ScenarioProblem:
 
 
 def looks_like_scenario(path: Path) -> bool:
-    """A YAML file with a top-level `task:` key: CI configs and rubrics have none."""
+    """A YAML file with a top-level `task:` key: CI configs and rubrics have none.
+
+    Read as bytes, so a scenario with a stray non-UTF-8 byte (or saved as UTF-16) is still
+    collected and its item says what is wrong."""
     try:
-        return bool(_SHAPE.search(path.read_text(encoding="utf-8-sig")))
-    except (OSError, UnicodeDecodeError):
+        raw = path.read_bytes()
+    except OSError:
         return False
-
-
-def _where(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return bool(_SHAPE.search(raw.decode(wide[1], "replace").removeprefix("\ufeff")))
+    return bool(_SHAPE_BYTES.search(raw))
 
 
 def _premigration(data: dict[str, Any]) -> list[str]:
@@ -155,7 +162,7 @@ def _premigration(data: dict[str, Any]) -> list[str]:
 def _schema_problems(data: Any) -> list[str]:
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
-    return [f"{_where(e.absolute_path)}: {e.message}" for e in errors]
+    return [f"{key_path(e.absolute_path)}: {e.message}" for e in errors]
 
 
 def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
@@ -174,29 +181,100 @@ def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
             where = ".".join(str(f) for f in field)
             message = error["msg"].removeprefix("Value error, ")
             problems.append(f"evaluation.gates[{index}].{where}: {message}")
-    if "template_folder" in data and not (base / data["template_folder"]).is_dir():
-        problems.append(f"template_folder: {base / data['template_folder']} is not a directory")
+    problems += _unprintable(data)
+    if "/" in target["binary"]:
+        problems += _binary_problems(base, target["binary"])
+    if "template_folder" in data:
+        outside = _outside(base, data["template_folder"])
+        if outside:
+            problems.append(f"template_folder: {outside}")
+        elif not (base / data["template_folder"]).is_dir():
+            problems.append(f"template_folder: {base / data['template_folder']} is not a directory")
     for index, doc in enumerate(data.get("guidance", [])):
-        if not (base / doc).is_file():
+        outside = _outside(base, doc)
+        if outside:
+            problems.append(f"guidance[{index}]: {outside}")
+        elif not (base / doc).is_file():
             problems.append(f"guidance[{index}]: {base / doc} is not a file")
     judge = data["evaluation"].get("judge")
     if judge and judge["enabled"]:
-        try:
-            load_rubric(base / judge["rubric"])
-        except (OSError, ValueError) as exc:
-            problems.append(f"evaluation.judge.rubric: {exc}")
+        outside = _outside(base, judge["rubric"])
+        if outside:
+            problems.append(f"evaluation.judge.rubric: {outside}")
+        else:
+            try:
+                load_rubric(base / judge["rubric"])
+            except (OSError, ValueError) as exc:
+                problems.append(f"evaluation.judge.rubric: {exc}")
     return problems
 
 
-def load_scenario(path: Path) -> Scenario | ScenarioProblem:
+def _unprintable(data: dict[str, Any]) -> list[str]:
+    """Names that end up in node ids, markers and tables must not carry terminal controls."""
+    named = [("name", data["name"])]
+    named += [(f"tags[{i}]", tag) for i, tag in enumerate(data.get("tags", []))]
+    named += [(f"guidance[{i}]", doc) for i, doc in enumerate(data.get("guidance", []))]
+    return [f"{where}: {problem}" for where, value in named if (problem := nonprinting(value))]
+
+
+def _outside(base: Path, value: str) -> str | None:
+    """Why a file the scenario names may not be used: only files under the scenario's own
+    directory are copied into the work directory or read, never other files of the host."""
+    if Path(value).is_absolute():
+        return f"{value!r} is an absolute path; give a path relative to the scenario file"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+        resolved, root = (base / value).resolve(), base.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return f"{value!r} cannot be resolved: {exc}"
+    if not resolved.is_relative_to(root):
+        return f"{value!r} resolves to {resolved}, outside the scenario's directory {root}"
+    return None
+
+
+def _binary_problems(base: Path, binary: str) -> list[str]:
+    """A binary given as a path must be an executable file next to the scenario."""
+    outside = _outside(base, binary)
+    if outside:
+        return [f"target.binary: {outside}"]
+    resolved = (base / binary).resolve()
+    if not resolved.exists():
+        return [f"target.binary: {resolved} does not exist"]
+    if not resolved.is_file():
+        return [f"target.binary: {resolved} is not a file"]
+    if not os.access(resolved, os.X_OK):
+        return [f"target.binary: {resolved} is not executable (chmod +x it)"]
+    return []
+
+
+def _read(path: Path) -> Any:
+    """The scenario document; `ScenarioProblem` when it cannot be read or is unsafe YAML."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return ScenarioProblem(f"cannot read: {exc}")
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return ScenarioProblem(f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, message = undecodable(raw, exc)
+        return ScenarioProblem(f"line {line}: {message}")
+    try:
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
-        return ScenarioProblem(f"{where}not valid YAML: {getattr(exc, 'problem', exc)}")
-    except (OSError, UnicodeDecodeError) as exc:
-        return ScenarioProblem(f"cannot read: {exc}")
+        problem = shorten(str(getattr(exc, "problem", None) or exc), _MAX_PROBLEM)
+        return ScenarioProblem(f"{where}not valid YAML: {problem}")
+    except UnsafeYaml as exc:
+        return ScenarioProblem(shorten(str(exc), _MAX_PROBLEM))
+
+
+def load_scenario(path: Path) -> Scenario | ScenarioProblem:
+    data = _read(path)
+    if isinstance(data, ScenarioProblem):
+        return data
     if not isinstance(data, dict):
         return ScenarioProblem("(top level): a scenario is a mapping of keys")
     problems = _premigration(data) or _schema_problems(data)
@@ -204,7 +282,8 @@ def load_scenario(path: Path) -> Scenario | ScenarioProblem:
         problems = _semantic_problems(data, path.parent)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return ScenarioProblem("; ".join(problems[:3]) + more)
+        shown = [shorten(problem, _MAX_PROBLEM) for problem in problems[:3]]
+        return ScenarioProblem("; ".join(shown) + more)
     return _build(data, path)
 
 
@@ -219,6 +298,7 @@ def _build(data: dict[str, Any], path: Path) -> Scenario:
         description=data["description"],
         tags=data.get("tags", []),
         tier=data.get("tier", 0),
+        network=data.get("network", False),
         template_folder=base / data["template_folder"] if "template_folder" in data else None,
         setup_commands=data.get("setup", {}).get("commands", []),
         target=Target(**data["target"]),

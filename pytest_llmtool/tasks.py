@@ -7,7 +7,8 @@ erroring item by the collector) and goes on with the next line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,9 +17,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pytest_llmtool.checks import Check, parse_check
+from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
 # How many meaningful lines the shape test reads before deciding a file is not a dataset.
 _SHAPE_PROBE_LINES = 20
+# How much of a UTF-16/UTF-32 file the shape test decodes.
+_WIDE_PROBE_BYTES = 1 << 16
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class Expectation(BaseModel):
@@ -60,6 +65,20 @@ class Task(BaseModel):
     def _no_node_separator(cls, value: str) -> str:
         if "::" in value:
             raise ValueError("must not contain '::' (it separates pytest node ids)")
+        return _printable(value)
+
+    @field_validator("category")
+    @classmethod
+    def _printable_category(cls, value: str) -> str:
+        return _printable(value)
+
+    @field_validator("files")
+    @classmethod
+    def _sandbox_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            problem = _sandbox_path_problem(path)
+            if problem:
+                raise ValueError(f"{path!r} {problem}")
         return value
 
     @field_validator("solution", mode="before")
@@ -69,6 +88,27 @@ class Task(BaseModel):
 
     def checks(self) -> list[tuple[Check, float]]:
         return [(e.parsed, e.weight) for e in self.expectations]
+
+
+def _printable(value: str) -> str:
+    """Ids and categories are printed raw in node ids and tables: no terminal tricks."""
+    problem = nonprinting(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _sandbox_path_problem(path: str) -> str | None:
+    """What is wrong with a `files` key: it must name a file by an absolute, plain path."""
+    if "\0" in path:
+        return "contains a NUL character"
+    if not path.startswith("/"):
+        return "is not an absolute path"
+    if not path.strip("/"):
+        return "is the root directory, not a file"
+    if ".." in path.split("/"):
+        return "contains '..'"
+    return None
 
 
 @dataclass(frozen=True)
@@ -95,13 +135,26 @@ def _describe(error: ValidationError) -> str:
 
 
 def load_dataset(path: Path) -> Iterator[tuple[int, Task | LineProblem]]:
-    """Yield (1-based line number, task or problem) for every meaningful line."""
+    """Yield (1-based line number, task or problem) for every meaningful line.
+
+    Lines are decoded one by one, so a stray non-UTF-8 byte costs only its own line."""
     first_seen: dict[str, int] = {}
-    with path.open(encoding="utf-8-sig") as stream:
-        for lineno, line in enumerate(stream, start=1):
-            if not _meaningful(line):
+    with path.open("rb") as stream:
+        head = stream.read(4)
+        wide = wide_encoding(head)
+        if wide is not None:
+            yield 1, LineProblem(1, f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
+            return
+        stream.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)
+        for lineno, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as exc:
+                if _meaningful(raw.decode("utf-8", "replace")):
+                    yield lineno, LineProblem(lineno, undecodable(raw, exc)[1])
                 continue
-            yield lineno, _parse_line(line, lineno, first_seen)
+            if _meaningful(line):
+                yield lineno, _parse_line(line, lineno, first_seen)
 
 
 def _parse_line(line: str, lineno: int, first_seen: dict[str, int]) -> Task | LineProblem:
@@ -109,8 +162,13 @@ def _parse_line(line: str, lineno: int, first_seen: dict[str, int]) -> Task | Li
         task = Task.model_validate_json(line, strict=True)
     except ValidationError as exc:
         if exc.errors()[0]["type"] == "json_invalid":
-            return LineProblem(lineno, f"not valid JSON: {exc.errors()[0]['msg']}")
-        return LineProblem(lineno, _describe(exc))
+            return LineProblem(lineno, shorten(f"not valid JSON: {exc.errors()[0]['msg']}"))
+        # A repeated key may be why the line is wrong ("id" given twice, the last one bad).
+        return LineProblem(lineno, shorten(_duplicate_key(line) or _describe(exc)))
+    if _key_bound(line) != _key_count(task):
+        duplicate = _duplicate_key(line)
+        if duplicate:
+            return LineProblem(lineno, shorten(duplicate))
     if task.id in first_seen:
         return LineProblem(
             lineno, f"duplicate task id {task.id!r} (first defined on line {first_seen[task.id]})"
@@ -119,27 +177,102 @@ def _parse_line(line: str, lineno: int, first_seen: dict[str, int]) -> Task | Li
     return task
 
 
+# --- duplicate keys -------------------------------------------------------------------------
+# JSON parsers keep the last of repeated keys. Finding repeats exactly needs a Python call per
+# object, too slow for every line of a large dataset, so a cheap bound rules them out first:
+# every key's closing quote is followed by optional whitespace and a colon, so counting that
+# pattern bounds the keys in the text from above. When the bound equals the keys the task
+# holds, no key was repeated; otherwise (rarely: an escaped quote before a colon in a value)
+# the exact search runs.
+_KEY_END = re.compile(r'"[ \t\r]*:')
+
+
+def _key_bound(line: str) -> int:
+    return len(_KEY_END.findall(line))
+
+
+def _key_count(task: Task) -> int:
+    count = len(task.__pydantic_fields_set__) + len(task.files)
+    for expectation in task.expectations:
+        count += len(expectation.__pydantic_fields_set__)
+    if task.tools:
+        count += _json_keys(task.tools)
+    return count
+
+
+def _json_keys(value: object) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_json_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_json_keys(v) for v in value)
+    return 0
+
+
+class _Object(list[tuple[str, Any]]):
+    """A JSON object as its key-value pairs in order, repeats kept."""
+
+
+def _duplicate_key(line: str) -> str | None:
+    """The first repeated key of the line and where it is, or None."""
+    try:
+        return _find_duplicate(json.loads(line, object_pairs_hook=_Object), "")
+    except (ValueError, RecursionError):
+        return None
+
+
+def _find_duplicate(value: object, where: str) -> str | None:
+    if isinstance(value, _Object):
+        seen: set[str] = set()
+        for key, item in value:
+            if key in seen:
+                return f"{where or '(top level)'}: duplicate key {key!r} (JSON keeps only the last)"
+            seen.add(key)
+            found = _find_duplicate(item, f"{where}.{key}" if where else key)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find_duplicate(item, f"{where}.{index}")
+            if found:
+                return found
+    return None
+
+
+# --- which files are datasets -----------------------------------------------------------------
+
+
 def looks_like_dataset(path: Path) -> bool:
     """True when one of the first meaningful lines is a JSON object with `id` and `prompt`.
 
     This keeps other JSONL files (a report's output, an unrelated data file) out of
-    collection, while a dataset whose first lines are broken is still recognised.
+    collection, while a dataset whose first lines are broken is still recognised. Lines are
+    read whatever their encoding, so a dataset saved in the wrong one is collected and its
+    items say what is wrong instead of the file silently vanishing.
     """
     try:
-        with path.open(encoding="utf-8-sig") as stream:
-            probed = 0
-            for line in stream:
-                if not _meaningful(line):
-                    continue
-                probed += 1
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-                if isinstance(record, dict) and "id" in record and "prompt" in record:
-                    return True
-                if probed >= _SHAPE_PROBE_LINES:
-                    return False
-    except (OSError, UnicodeDecodeError):
+        with path.open("rb") as stream:
+            head = stream.read(_WIDE_PROBE_BYTES)
+            wide = wide_encoding(head)
+            if wide is not None:
+                return _has_task_shape(head.decode(wide[1], "replace").splitlines())
+            stream.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)
+            return _has_task_shape(raw.decode("utf-8", "replace") for raw in stream)
+    except OSError:
         return False
+
+
+def _has_task_shape(lines: Iterable[str]) -> bool:
+    probed = 0
+    for line in lines:
+        if not _meaningful(line):
+            continue
+        probed += 1
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict) and "id" in record and "prompt" in record:
+            return True
+        if probed >= _SHAPE_PROBE_LINES:
+            return False
     return False

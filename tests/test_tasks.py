@@ -258,10 +258,11 @@ def test_json_arrays_do_not_look_like_a_dataset(tmp_path: Path) -> None:
     assert looks_like_dataset(write(tmp_path, ['["id", "prompt"]'])) is False
 
 
-def test_non_utf8_bytes_do_not_look_like_a_dataset(tmp_path: Path) -> None:
+def test_non_utf8_bytes_still_look_like_a_dataset(tmp_path: Path) -> None:
+    """Recognised, so that its items can say what is wrong (tests/test_input.py)."""
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(b'{"id": "caf\xe9", "prompt": "p"}\n')
-    assert looks_like_dataset(path) is False
+    assert looks_like_dataset(path) is True
 
 
 @pytest.mark.parametrize("content", ["", "\n\n", "# only\n// comments\n"])

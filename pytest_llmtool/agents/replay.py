@@ -15,11 +15,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
 
 
 class ReplayMiss(AgentError):
     pass
+
+
+class ReplayCorrupt(AgentError):
+    """A recording that exists but cannot be read back: truncated, edited, or not ours."""
 
 
 def _safe(part: str) -> str:
@@ -61,14 +67,35 @@ class CallStore:
         key = self.key(model, request, trial)
         path = self.path(model, task_id, key)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             call = sum(1 for m in request.messages if m.role == "assistant") + 1
             raise ReplayMiss(
                 f"no recording for task {task_id!r} ({model}, trial {trial}, call {call}) in "
                 f"{self.directory}: the conversation differs from the recorded one"
             ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ReplayCorrupt(f"recording {path} cannot be read: {exc}") from None
+        return _parse_recording(path, text)
+
+
+def _parse_recording(path: Path, text: str) -> ChatResponse:
+    """The response a recording holds; a damaged one is an error on the item naming the file."""
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ReplayCorrupt(f"recording {path} is not valid JSON: {exc}") from None
+    if not isinstance(record, dict) or "response" not in record:
+        raise ReplayCorrupt(f"recording {path} has no `response` object") from None
+    try:
         return ChatResponse.model_validate(record["response"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ReplayCorrupt(
+            f"recording {path} has a malformed response: {where}: {first['msg']}{more}"
+        ) from None
 
 
 @dataclass(frozen=True)
