@@ -3,8 +3,9 @@
 Every process (a plain run, the xdist controller, each worker) gets a `TaskRunner`, which
 owns the event loop and attaches each item's result to its report. Only the process that
 reports (plain run or controller) also gets a `ResultCollector`, which aggregates those
-reports into the run summary and writes the report files. Results travel on the reports as
-JSON-native data, so the collector sees the same thing with or without xdist.
+reports into the run summary, journals each result as it arrives and writes the report
+files. Results travel on the reports as JSON-native data, so the collector sees the same
+thing with or without xdist. Every process also turns SIGTERM into Ctrl-C (`signals.py`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from pytest_llmtool.collect import (
     RunState,
     TaskItem,
 )
+from pytest_llmtool.journal import JOURNAL_NAME, EntryType, JournalWriter
 from pytest_llmtool.metrics import ScenarioResult
 from pytest_llmtool.report import write_report_files
 from pytest_llmtool.report.terminal import terminal_lines
 from pytest_llmtool.settings import Settings, add_options
+from pytest_llmtool.signals import TermAsInterrupt
 from pytest_llmtool.summary import ErrorRecord, EvalReport, TaskResult, build_report
 from pytest_llmtool.tasks import looks_like_dataset
 
@@ -63,6 +66,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings, Budget(settings.max_cost, spend_dir, process)
     )
     config.pluginmanager.register(TaskRunner(spend_dir), "llmtool-runner")
+    signals = TermAsInterrupt()
+    config.pluginmanager.register(signals, "llmtool-signals")
+    signals.install()
+    # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
+    # default action could cut the cancelling of runs in flight short.
+    config.add_cleanup(signals.uninstall)
     if workerinput is None:
         config.pluginmanager.register(ResultCollector(config), "llmtool-collector")
 
@@ -167,19 +176,54 @@ class ResultCollector:
         self.started = dt.datetime.now(dt.UTC)
         self.report: EvalReport | None = None
         self.written: list[Path] = []
+        self.journal: JournalWriter | None = None
 
+    def _journal_path(self) -> Path | None:
+        """`results.jsonl` next to the reports, else in pytest's cache (when it is enabled)."""
+        report_dir = self.config.stash[STATE_KEY].settings.report_dir
+        if report_dir is not None:
+            return report_dir / JOURNAL_NAME
+        cache: pytest.Cache | None = getattr(self.config, "cache", None)
+        return None if cache is None else cache.mkdir("llmtool") / JOURNAL_NAME
+
+    def _record(self, kind: EntryType, nodeid: str, data: dict[str, Any]) -> None:
+        """Journal a finished item at once, so that even a killed run keeps it. The journal
+        is started by the first one: a run without LLM items leaves the last journal be."""
+        if self.journal is None:
+            path = self._journal_path()
+            if path is None:
+                return
+            params = self.config.invocation_params
+            self.journal = JournalWriter(
+                path,
+                {
+                    "plugin": pytest_llmtool.__version__,
+                    "started": self.started.isoformat(timespec="seconds"),
+                    "models": [m.name for m in self.config.stash[STATE_KEY].settings.models],
+                    "args": list(params.args),
+                    "invocation_dir": str(params.dir),
+                },
+            )
+        self.journal.append(kind, nodeid, data)
+
+    @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # After every other plugin, and journalled last: an interrupt landing in the middle
+        # may cost the journal a line, but what is journalled is in JUnit and the report too.
         # Taken off the report: pytest keeps every report to the end, and one copy of each
         # result (with its whole trace) is enough.
         result = report.__dict__.pop(RESULT_ATTR, None)
         if result is not None:
             self.results.append(TaskResult.model_validate(result))
+            self._record("task", report.nodeid, result)
         scenario = report.__dict__.pop(SCENARIO_ATTR, None)
         if scenario is not None:
             self.scenarios.append(ScenarioResult.model_validate(scenario))
+            self._record("scenario", report.nodeid, scenario)
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
+            self._record("error", report.nodeid, error)
 
     def _metadata(self, exitstatus: int) -> dict[str, Any]:
         settings = self.config.stash[STATE_KEY].settings
@@ -196,6 +240,8 @@ class ResultCollector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.journal is not None:
+            self.journal.close()
         if not (self.results or self.errors or self.scenarios):
             return
         # Runs even when the session was interrupted, so a partial run still leaves a report.

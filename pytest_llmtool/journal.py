@@ -1,0 +1,91 @@
+"""The results journal: one JSON line per finished item, appended as it finishes.
+
+`report.json` is written at the end of the session, so a run killed outright (SIGKILL, the
+machine going away) would keep nothing; the journal keeps every result that finished, for
+`--llm-resume` and for people. The first line is a header (format version, plugin version,
+start time, models, command-line arguments); each further line is
+`{"type": "task" | "scenario" | "error", "nodeid": ..., "data": {...}}`, `data` being the
+record `report.json` holds for that item. Lines are flushed as written, so only the line
+being written when the process dies can be lost, and readers drop such a torn last line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+JOURNAL_NAME = "results.jsonl"
+JOURNAL_VERSION = 1
+
+EntryType = Literal["task", "scenario", "error"]
+
+
+class JournalWriter:
+    """Starts a new journal (replacing an old one) and appends entries to it."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        self._write({"type": "header", "version": JOURNAL_VERSION, **header})
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        assert self._file is not None, "journal already closed"
+        self._file.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def append(self, kind: EntryType, nodeid: str, data: dict[str, Any]) -> None:
+        self._write({"type": kind, "nodeid": nodeid, "data": data})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    type: EntryType
+    nodeid: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Journal:
+    header: dict[str, Any]
+    entries: list[JournalEntry]
+
+
+def read_journal(path: Path) -> Journal:
+    """Read a journal; a torn last line (the process died writing it) is dropped.
+
+    Raises ValueError when the file is not a journal of a version we read, or is damaged
+    anywhere but its last line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number}: not a JSON line") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object")
+        records.append(record)
+    if not records or records[0].get("type") != "header":
+        raise ValueError(f"{path}: no journal header")
+    header, *rest = records
+    if header.get("version") != JOURNAL_VERSION:
+        raise ValueError(f"{path}: journal version {header.get('version')!r} is not supported")
+    entries = []
+    for number, record in enumerate(rest, 2):
+        kind, nodeid, data = record.get("type"), record.get("nodeid"), record.get("data")
+        if kind not in ("task", "scenario", "error") or not isinstance(nodeid, str):
+            raise ValueError(f"{path}:{number}: not a journal entry")
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}:{number}: entry without data")
+        entries.append(JournalEntry(kind, nodeid, data))
+    return Journal(header, entries)
