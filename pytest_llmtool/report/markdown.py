@@ -1,15 +1,44 @@
-"""`report.md`: the summary, the category table and a check table per task."""
+"""`report.md`: the summary, the category table and a check table per task.
+
+Task text, model output and tool output are hostile input here: many Markdown viewers render
+raw HTML, so every value is written inert (`_text`: HTML escaped, link and table syntax
+backslashed, one line) or as a code span that nothing inside can close (`_code`).
+"""
 
 from __future__ import annotations
+
+import html
+import re
 
 from pytest_llmtool.metrics import ScenarioResult
 from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
 from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
 from pytest_llmtool.summary import EvalReport, TaskResult, friction_signals
 
+_SYNTAX = re.compile(r"([\\`\[\]|])")
+_TICKS = re.compile(r"`+")
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+
+class Code(str):
+    """A table cell to show as code rather than as text."""
+
+
+def _text(value: object) -> str:
+    """Untrusted text as inert Markdown on one line: no HTML, links, images, code or cells."""
+    escaped = _SYNTAX.sub(r"\\\1", html.escape(str(value), quote=False))
+    return " ".join(escaped.split())
+
+
+def _code(value: object) -> str:
+    """A code span (its content is never HTML) fenced longer than any backtick run inside."""
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _cell(value: str) -> str:
+    return _code(value) if isinstance(value, Code) else _text(value)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -23,9 +52,9 @@ def _task_section(result: TaskResult) -> list[str]:
     score, trace = result.score, result.trace
     verdict = "PASS" if result.passed else "FAIL"
     lines = [
-        f"### {result.task_id} [{result.model}]: {verdict}",
+        f"### {_text(result.task_id)} [{_text(result.model)}]: {verdict}",
         "",
-        f"- Category: {result.category}",
+        f"- Category: {_text(result.category)}",
         f"- Score: {score.score:g}/{score.max_score:g} ({score.rate():.0%})",
         f"- Turns: {trace.turns}, tool calls: {trace.tool_call_count} "
         f"({trace.tool_calls_ok} ok, {trace.tool_calls_error} error), "
@@ -36,7 +65,7 @@ def _task_section(result: TaskResult) -> list[str]:
         "",
     ]
     rows = [
-        ["PASS" if r.passed else "FAIL", f"`{r.check}`", f"{r.weight:g}", r.detail]
+        ["PASS" if r.passed else "FAIL", Code(r.check), f"{r.weight:g}", r.detail]
         for r in score.results
     ]
     return lines + _table(["Result", "Check", "Weight", "Detail"], rows) + [""]
@@ -44,11 +73,12 @@ def _task_section(result: TaskResult) -> list[str]:
 
 def _scenario_section(result: ScenarioResult) -> list[str]:
     ev, m = result.evaluation, result.evaluation.interaction
-    guidance = f" / {result.guidance}" if result.guidance else ""
-    lines = [f"### {result.scenario} [{result.model}{guidance}]: {ev.outcome.upper()}", ""]
+    guidance = f" / {_text(result.guidance)}" if result.guidance else ""
+    title = f"{_text(result.scenario)} [{_text(result.model)}{guidance}]"
+    lines = [f"### {title}: {ev.outcome.upper()}", ""]
     if ev.reason:
-        lines += [f"- Why: {ev.reason}"]
-    lines += [f"- Artifacts: `{result.artifacts}`", ""]
+        lines += [f"- Why: {_text(ev.reason)}"]
+    lines += [f"- Artifacts: {_code(result.artifacts)}", ""]
     lines += ["Layer 1, interaction (informational):", ""]
     lines += _table(
         ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration", "Completed"],
@@ -70,18 +100,18 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
         ["Result", "Gate", "Message"],
         [["PASS" if g.passed else "FAIL", g.gate_type, g.message] for g in ev.gates],
     )
-    lines += ["", f"Layer 3, judge: {ev.judge_verdict or 'not enabled'}"]
+    lines += ["", f"Layer 3, judge: {_text(ev.judge_verdict or 'not enabled')}"]
     if ev.judge_response is not None:
         judged = ev.judge_response
         lines += [
             "",
             *_table(["Criterion", "Score"], [[k, f"{v:.2f}"] for k, v in judged.scores.items()]),
         ]
-        lines += [f"- Issue: {issue}" for issue in judged.issues]
-        lines += [f"- Highlight: {item}" for item in judged.highlights]
+        lines += [f"- Issue: {_text(issue)}" for issue in judged.issues]
+        lines += [f"- Highlight: {_text(item)}" for item in judged.highlights]
     if ev.composite_score is not None:
         lines += ["", f"Composite score: {ev.composite_score:.2f}"]
-    lines += [f"- Note: {note}" for note in result.notes]
+    lines += [f"- Note: {_text(note)}" for note in result.notes]
     return [*lines, ""]
 
 
@@ -89,7 +119,11 @@ def markdown_report(report: EvalReport) -> str:
     meta = report.metadata
     by_model = report_models(report)
     lines = ["# pytest-llmtool eval report", ""]
-    lines += [f"- **{key}**: {value}" for key, value in meta.items() if not isinstance(value, dict)]
+    lines += [
+        f"- **{_text(key)}**: {_text(value)}"
+        for key, value in meta.items()
+        if not isinstance(value, dict)
+    ]
     if report.results or report.by_model:
         lines += ["", "## Summary", "", *_table(*summary_rows(by_model)), ""]
         lines += ["## By Category", "", *_table(*category_rows(by_model)), ""]
@@ -99,7 +133,7 @@ def markdown_report(report: EvalReport) -> str:
         if rows:
             lines += ["## Guidance Comparison", "", *_table(headers, rows), ""]
     signals = [
-        f"- [{model}] {signal}"
+        f"- \\[{_text(model)}\\] {_text(signal)}"
         for model, summary in by_model.items()
         for signal in friction_signals(summary, [r for r in report.results if r.model == model])
     ]
@@ -107,7 +141,7 @@ def markdown_report(report: EvalReport) -> str:
         lines += ["## Friction Signals", "", *signals, ""]
     if report.errors:
         lines += ["## Errors (not scored)", ""]
-        rows = [[f"`{e.nodeid}`", e.message] for e in report.errors]
+        rows = [[Code(e.nodeid), e.message] for e in report.errors]
         lines += [*_table(["Item", "Error"], rows), ""]
     if report.results:
         lines += ["## Task Details", ""]

@@ -1,0 +1,79 @@
+"""`report.md` keeps hostile text inert: no HTML, links or images survive from task, model or
+tool text, and tables keep their shape."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_plugin import write_dataset
+
+from pytest_llmtool.report.markdown import Code, _code, _table, _text
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(1)">',
+    "![pixel](http://127.0.0.1:9/track.png)",
+    "[click](javascript:alert(1))",
+    "<http://127.0.0.1:9/>",
+    "a | b",
+    "line one\nline two",
+    "`code` and ``more``",
+    "&lt;script&gt; already escaped",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_text_is_inert(value: str) -> None:
+    out = _text(value)
+    assert "<" not in out and ">" not in out
+    assert "\n" not in out
+    # Every link, image, table or code delimiter is backslashed.
+    assert not re.search(r"(?<!\\)[\[\]|`]", out)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_code_spans_cannot_be_closed_from_inside(value: str) -> None:
+    out = _code(value)
+    fence = re.match(r"`+", out)
+    assert fence is not None
+    inner = out[len(fence.group()) : -len(fence.group())]
+    assert out.endswith(fence.group())
+    assert fence.group() not in inner.replace(fence.group() + "`", "")
+    assert "\n" not in out and not re.search(r"(?<!\\)\|", out)
+
+
+def test_plain_values_read_as_before() -> None:
+    assert _text("tests passed: 3/4 (75%)") == "tests passed: 3/4 (75%)"
+    assert _code("file_contains:/in/c.txt:zzz") == "`file_contains:/in/c.txt:zzz`"
+    assert _code("a`b") == "``a`b``"
+    assert _code("`x`") == "`` `x` ``"
+
+
+def test_table_cells_are_escaped_and_keep_the_column_count() -> None:
+    rows = [[Code("stdout_contains:a|b"), "<b>bold</b> | x"]]
+    lines = _table(["Check", "Detail"], rows)
+    assert lines[2] == r"| `stdout_contains:a\|b` | &lt;b&gt;bold&lt;/b&gt; \| x |"
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 3 for line in lines)
+
+
+def test_a_hostile_run_leaves_no_live_markup_in_report_md(pytester: pytest.Pytester) -> None:
+    payload = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    task = {
+        "id": "xss<b>",
+        "category": "<i>cat</i>",
+        "prompt": f"print {payload}",
+        "expectations": [
+            {"check": "exit_code:0"},
+            {"check": f"stdout_contains:{payload}]](javascript:alert(3))"},
+        ],
+        "solution": [f"echo '{payload}'"],
+    }
+    write_dataset(pytester, [task])
+    result = pytester.runpytest("--llm-report=out")
+    result.assert_outcomes(failed=1)
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert "alert(1)" in markdown  # the text is there, as text
+    outside_code = re.sub(r"(`+).*?\1", "", markdown)
+    assert "<" not in outside_code
+    assert not re.search(r"(?<!\\)\]\(javascript", outside_code)
