@@ -26,6 +26,7 @@ from pytest_llmtool.sandbox.isolated import (
     visible_paths,
 )
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
+from pytest_llmtool.sandbox.workdir import agent_environment
 
 SECRET = "sk-test-JAIL-SECRET-4242"
 
@@ -476,3 +477,13 @@ def test_a_broken_bwrap_is_an_item_error_saying_what_failed(
             "to create new namespace. User namespaces may be disabled*--llm-sandbox=none"
         ]
     )
+
+
+def test_the_python_running_pytest_leads_path_when_it_is_not_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = agent_environment(tmp_path / "home", {})
+    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", os.path.dirname(sys.executable)]))
+    assert agent_environment(tmp_path / "home", {})["PATH"] == os.environ["PATH"]

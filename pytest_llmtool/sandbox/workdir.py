@@ -9,6 +9,7 @@ inherited: API keys and other secrets of the user cannot reach the agent.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -40,9 +41,16 @@ def agent_environment(
     home: Path, extra: dict[str, str], path_prefix: list[Path] | None = None
 ) -> dict[str, str]:
     """The environment of everything run in a scenario: allowlisted variables, HOME in the
-    work area (so the user's own tool configuration is not read), then the scenario's own."""
+    work area (so the user's own tool configuration is not read), then the scenario's own.
+
+    The directory of the Python running pytest leads PATH unless it is on it already: a
+    `#!/usr/bin/env python3` tool then runs on that interpreter, which the sandbox shows,
+    rather than on a version manager's shim (pyenv, asdf), which needs files it does not."""
     env = {name: os.environ[name] for name in PASSED_THROUGH if name in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    python_dir = os.path.dirname(sys.executable)
+    if python_dir and python_dir not in env["PATH"].split(os.pathsep):
+        env["PATH"] = os.pathsep.join([python_dir, env["PATH"]])
     if path_prefix:
         env["PATH"] = os.pathsep.join([*(str(p) for p in path_prefix), env["PATH"]])
     env["HOME"] = str(home)
