@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from pydantic import BaseModel
-
-from pytest_llmtool.metrics import AgentTrace
+from pytest_llmtool.records import AgentTrace, ScoreResult, TaskScore
 
 # Check types whose argument is `/path:text`, and those that take a regex somewhere.
 _FILE_TEXT = {"file_contains", "file_not_contains", "file_line_regex", "file_equals", "symlink"}
@@ -74,43 +72,6 @@ class FileView(Protocol):
     def is_dir(self, path: str) -> bool: ...
     def exists(self, path: str) -> bool: ...
     def read_link(self, path: str) -> str | None: ...
-
-
-class ScoreResult(BaseModel):
-    """The outcome of one expectation check."""
-
-    check: str
-    passed: bool
-    detail: str
-    weight: float
-
-
-class TaskScore(BaseModel):
-    """All checks of one task; `score` sums the weights of the passed ones."""
-
-    task_id: str
-    results: list[ScoreResult]
-    score: float
-    max_score: float
-
-    @classmethod
-    def of(cls, task_id: str, results: list[ScoreResult]) -> TaskScore:
-        """A task's score from its check results: the passed weights out of all weights."""
-        return cls(
-            task_id=task_id,
-            results=results,
-            score=sum(r.weight for r in results if r.passed),
-            max_score=sum(r.weight for r in results),
-        )
-
-    def all_passed(self) -> bool:
-        return all(r.passed for r in self.results)
-
-    def rate(self) -> float:
-        return self.score / self.max_score if self.max_score else 1.0
-
-    def failed(self) -> list[ScoreResult]:
-        return [r for r in self.results if not r.passed]
 
 
 def score_task(

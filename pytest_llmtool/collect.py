@@ -23,15 +23,14 @@ from pytest_llmtool.agents.base import NamedWork, UnknownModel
 from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.budget import Budget
-from pytest_llmtool.checks import ScoreResult, TaskScore, score_task
+from pytest_llmtool.checks import score_task
 from pytest_llmtool.loop import run_agent_loop
-from pytest_llmtool.metrics import AgentTrace
 from pytest_llmtool.pricing import find_price
+from pytest_llmtool.records import AgentTrace, ErrorRecord, ScoreResult, TaskResult, TaskScore
 from pytest_llmtool.runtime import Runtime
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
 from pytest_llmtool.settings import Settings
-from pytest_llmtool.summary import ErrorRecord, TaskResult
 from pytest_llmtool.tasks import LineProblem, Task, load_dataset
 
 if TYPE_CHECKING:

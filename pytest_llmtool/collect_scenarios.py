@@ -17,9 +17,8 @@ import pytest
 
 from pytest_llmtool.collect import STATE_KEY, AgentItem, LlmItem, RunState
 from pytest_llmtool.evaluation import ScenarioRun, failure_lines, run_scenario
-from pytest_llmtool.metrics import ScenarioResult
+from pytest_llmtool.records import ErrorRecord, ScenarioResult
 from pytest_llmtool.scenarios import Scenario, ScenarioProblem, load_scenario
-from pytest_llmtool.summary import ErrorRecord
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr

@@ -27,7 +27,7 @@ from pytest_llmtool.interaction import (
 )
 from pytest_llmtool.judge import load_rubric, run_judge
 from pytest_llmtool.loop import run_agent_loop
-from pytest_llmtool.metrics import (
+from pytest_llmtool.records import (
     AgentTrace,
     EvaluationResult,
     GateResult,

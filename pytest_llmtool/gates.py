@@ -21,7 +21,7 @@ from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext.parser import parse as parse_jsonpath
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from pytest_llmtool.metrics import GateResult, InteractionMetrics
+from pytest_llmtool.records import GateResult, InteractionMetrics
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 

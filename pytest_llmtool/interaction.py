@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from pytest_llmtool.metrics import InteractionMetrics, SubcommandMetrics, ToolCallResult
+from pytest_llmtool.records import InteractionMetrics, SubcommandMetrics, ToolCallResult
 
 # Characters that may stand right before the binary name (start of a word, of a command after
 # a shell operator, or the last path component) and right after it (end of the word).

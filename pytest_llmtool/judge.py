@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.metrics import JudgeResponse, Message, TextBlock
+from pytest_llmtool.records import JudgeResponse, Message, TextBlock
 from pytest_llmtool.safe_yaml import UnsafeYaml, load_yaml
 
 WEIGHT_TOLERANCE = 0.01

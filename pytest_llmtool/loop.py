@@ -12,7 +12,8 @@ import time
 
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ToolSpec
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
-from pytest_llmtool.metrics import (
+from pytest_llmtool.pricing import Price
+from pytest_llmtool.records import (
     AgentTrace,
     LLMCallMetrics,
     Message,
@@ -20,7 +21,6 @@ from pytest_llmtool.metrics import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from pytest_llmtool.pricing import Price
 from pytest_llmtool.sandbox import Sandbox
 
 

@@ -31,12 +31,12 @@ from pytest_llmtool.collect import (
     TaskItem,
 )
 from pytest_llmtool.journal import JOURNAL_NAME, EntryType, JournalWriter
-from pytest_llmtool.metrics import ScenarioResult
+from pytest_llmtool.records import ErrorRecord, EvalReport, ScenarioResult, TaskResult
 from pytest_llmtool.report import write_report_files
 from pytest_llmtool.report.terminal import terminal_lines
 from pytest_llmtool.settings import Settings, add_options
 from pytest_llmtool.signals import TermAsInterrupt
-from pytest_llmtool.summary import ErrorRecord, EvalReport, TaskResult, build_report
+from pytest_llmtool.summary import build_report
 from pytest_llmtool.tasks import looks_like_dataset
 
 SPEND_DIR_KEY = "llmtool_spend_dir"

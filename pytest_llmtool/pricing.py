@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_llmtool.agents.base import Usage
+    from pytest_llmtool.records import Usage
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from pytest_llmtool.checks import TaskScore
-from pytest_llmtool.metrics import AgentTrace, ScenarioResult
+from pytest_llmtool.records import (
+    CategorySummary,
+    ErrorRecord,
+    EvalReport,
+    EvalSummary,
+    ScenarioResult,
+    ScenarioSummary,
+    TaskResult,
+)
 
 # Friction thresholds: the spec's "Interpreting Results" section, made concrete.
 LOW_TOOL_SUCCESS = 0.75
@@ -21,100 +26,6 @@ HIGH_AVG_TURNS = 7.0
 FREQUENT_TURN_LIMIT = 0.2
 LOW_PASS_RATE = 0.5
 HIGH_FAILED_TOKEN_FACTOR = 2.0
-
-
-class TaskResult(BaseModel):
-    """One item's outcome: which task, which model, how it scored and what the agent did."""
-
-    nodeid: str
-    task_id: str
-    model: str
-    category: str
-    score: TaskScore
-    trace: AgentTrace
-
-    @property
-    def passed(self) -> bool:
-        return self.score.all_passed()
-
-    @property
-    def duration_ms(self) -> int:
-        return self.trace.duration_ms
-
-
-class ErrorRecord(BaseModel):
-    """An item that could not be scored (sandbox or agent crash, bad dataset line)."""
-
-    nodeid: str
-    task_id: str
-    model: str
-    category: str
-    message: str
-
-
-class CategorySummary(BaseModel):
-    tasks: int = 0
-    passed: int = 0
-    score: float = 0.0
-    max_score: float = 0.0
-    rate: float = 0.0
-
-
-class EvalSummary(BaseModel):
-    total_tasks: int = 0
-    total_passed: int = 0
-    total_score: float = 0.0
-    total_max_score: float = 0.0
-    overall_rate: float = 0.0
-    pass_rate: float = 0.0
-    total_tool_calls: int = 0
-    tool_calls_ok: int = 0
-    tool_calls_error: int = 0
-    tool_call_success_rate: float = 0.0
-    total_turns: int = 0
-    avg_turns_per_task: float = 0.0
-    avg_tool_calls_per_task: float = 0.0
-    natural_stops: int = 0
-    total_input_tokens: int = 0
-    total_output_tokens: int = 0
-    total_cache_read_tokens: int = 0
-    total_cache_write_tokens: int = 0
-    total_retries: int = 0
-    total_cost_usd: float | None = None
-    mean_base_context: float = 0.0
-    mean_context_growth_avg: float = 0.0
-    total_duration_ms: int = 0
-    avg_duration_ms: float = 0.0
-    errors: int = 0
-    by_category: dict[str, CategorySummary] = Field(default_factory=dict)
-
-
-class ScenarioSummary(BaseModel):
-    """Scenario outcomes of one model: passes, gates, judge and mean interaction metrics."""
-
-    scenarios: int = 0
-    passed: int = 0
-    gates_passed: int = 0
-    gates_total: int = 0
-    judged: int = 0
-    mean_judge_score: float | None = None
-    mean_composite_score: float | None = None
-    total_commands: int = 0
-    error_count: int = 0
-    help_invocations: int = 0
-    completed: int = 0
-    mean_first_try_success_rate: float = 0.0
-    mean_iteration_ratio: float = 0.0
-
-
-class EvalReport(BaseModel):
-    metadata: dict[str, Any]
-    summary: EvalSummary
-    by_model: dict[str, EvalSummary]
-    results: list[TaskResult]
-    errors: list[ErrorRecord] = Field(default_factory=list)
-    scenarios: list[ScenarioResult] = Field(default_factory=list)
-    scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
 
 
 def _mean(values: list[float]) -> float | None:

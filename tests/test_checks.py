@@ -6,16 +6,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_llmtool.checks import (
-    CHECK_TYPES,
-    Check,
+from pytest_llmtool.checks import CHECK_TYPES, Check, evaluate_check, parse_check, score_task
+from pytest_llmtool.records import (
+    AgentTrace,
+    Message,
     ScoreResult,
     TaskScore,
-    evaluate_check,
-    parse_check,
-    score_task,
+    TextBlock,
+    ToolCallResult,
 )
-from pytest_llmtool.metrics import AgentTrace, Message, TextBlock, ToolCallResult
 
 KNOWN = (
     "dir_exists, exit_code, file_contains, file_equals, file_exists, file_line_regex, "

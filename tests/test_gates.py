@@ -27,7 +27,7 @@ from pytest_llmtool.gates import (
     run_gate,
     run_gates,
 )
-from pytest_llmtool.metrics import GateResult, InteractionMetrics, SubcommandMetrics
+from pytest_llmtool.records import GateResult, InteractionMetrics, SubcommandMetrics
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 

@@ -16,7 +16,7 @@ from pytest_llmtool.interaction import (
     read_events,
     write_events,
 )
-from pytest_llmtool.metrics import SubcommandMetrics, ToolCallResult
+from pytest_llmtool.records import SubcommandMetrics, ToolCallResult
 
 TODO = default_pattern("todo")
 

@@ -34,7 +34,7 @@ from pytest_llmtool.judge import (
     run_judge,
     single_criterion_rubric,
 )
-from pytest_llmtool.metrics import Message, TextBlock
+from pytest_llmtool.records import Message, TextBlock
 
 SHARED_RUBRICS = Path(__file__).resolve().parents[2] / "shared/datasets/llm-tool-test/rubrics"
 FIELDS = ["scores", "weighted_score", "confidence", "issues", "highlights"]

@@ -9,19 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool.agents.base import (
-    Agent,
-    AgentError,
-    ChatRequest,
-    ChatResponse,
-    ToolSpec,
-    Usage,
-)
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.retry import ProviderError, RetryPolicy, call_with_retries
 from pytest_llmtool.checks import score_task
 from pytest_llmtool.loop import format_tool_output, run_agent_loop
-from pytest_llmtool.metrics import (
+from pytest_llmtool.records import (
     AgentTrace,
     LLMCallMetrics,
     Message,
@@ -29,6 +22,7 @@ from pytest_llmtool.metrics import (
     ToolCallResult,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
 )
 from pytest_llmtool.sandbox import Sandbox
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool

@@ -12,8 +12,8 @@ from fake_llm_server import FakeLLMServer, Fault, Turn
 from test_plugin import TASKS, read_report, write_dataset
 from test_scenarios import project, scenario, write_scenario  # noqa: F401 (`project` is a fixture)
 
-from pytest_llmtool.agents.base import Usage
 from pytest_llmtool.pricing import DEFAULT_PRICES
+from pytest_llmtool.records import Usage
 
 SECRET = "sk-test-DO-NOT-LEAK-4f9c2a"
 ALPHA, BETA = TASKS[0], TASKS[1]

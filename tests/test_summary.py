@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmtool.checks import ScoreResult, TaskScore
-from pytest_llmtool.metrics import AgentTrace, ToolCallResult
-from pytest_llmtool.summary import (
+from pytest_llmtool.records import (
+    AgentTrace,
     CategorySummary,
     ErrorRecord,
     EvalSummary,
+    ScoreResult,
     TaskResult,
-    build_report,
-    build_summary,
-    friction_signals,
+    TaskScore,
+    ToolCallResult,
 )
+from pytest_llmtool.summary import build_report, build_summary, friction_signals
 
 
 def result(

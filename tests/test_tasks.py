@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool.checks import TaskScore, parse_check
-from pytest_llmtool.metrics import AgentTrace
-from pytest_llmtool.summary import TaskResult
+from pytest_llmtool.checks import parse_check
+from pytest_llmtool.records import AgentTrace, TaskResult, TaskScore
 from pytest_llmtool.tasks import LineProblem, Task, load_dataset, looks_like_dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "bashkit-eval"

@@ -10,8 +10,8 @@ from pytest_llmtool.agents.base import (
     ModelSpec,
     ToolSpec,
     UnknownModel,
-    Usage,
 )
+from pytest_llmtool.records import Usage
 
 __all__ = [
     "Agent",

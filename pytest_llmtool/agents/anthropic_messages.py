@@ -11,9 +11,9 @@ from typing import Any
 
 import anthropic
 
-from pytest_llmtool.agents.base import ChatRequest, ChatResponse, Usage
+from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
-from pytest_llmtool.metrics import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 MAX_TOKENS = 4096

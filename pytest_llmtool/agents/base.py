@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from pytest_llmtool.metrics import Message
 from pytest_llmtool.pricing import Price
+from pytest_llmtool.records import Message, Usage
 
 
 class ToolSpec(BaseModel):
@@ -25,16 +25,6 @@ class ChatRequest(BaseModel):
     system: str
     messages: list[Message]
     tools: list[ToolSpec]
-
-
-class Usage(BaseModel):
-    """Token counts of one call. `input_tokens` is the whole prompt, cached parts included,
-    so context growth reads the same with caching on or off."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
 
 
 class ChatResponse(BaseModel):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, Work
-from pytest_llmtool.metrics import Message, TextBlock, ToolUseBlock
 from pytest_llmtool.pricing import Price
+from pytest_llmtool.records import Message, TextBlock, ToolUseBlock
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from typing import Any
 
 import openai
 
-from pytest_llmtool.agents.base import ChatRequest, ChatResponse, Usage
+from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.openai_chat import KEY_ENV, parse_arguments
 from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
-from pytest_llmtool.metrics import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 
 def _input(request: ChatRequest) -> list[dict[str, Any]]:

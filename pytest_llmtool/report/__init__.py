@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.markdown import markdown_report
-from pytest_llmtool.summary import EvalReport
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import html
 import re
 
-from pytest_llmtool.metrics import ScenarioResult
+from pytest_llmtool.records import EvalReport, ScenarioResult, TaskResult
 from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
 from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
-from pytest_llmtool.summary import EvalReport, TaskResult, friction_signals
+from pytest_llmtool.summary import friction_signals
 
 _SYNTAX = re.compile(r"([\\`\[\]|])")
 _TICKS = re.compile(r"`+")

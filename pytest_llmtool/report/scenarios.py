@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_llmtool.metrics import ScenarioResult
+from pytest_llmtool.records import ScenarioResult
 
 
 def _score(value: float | None) -> str:

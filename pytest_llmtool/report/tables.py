@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_llmtool.summary import EvalReport, EvalSummary
+from pytest_llmtool.records import EvalReport, EvalSummary
 
 
 def _tokens(n: int) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
 from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
-from pytest_llmtool.summary import EvalReport, friction_signals
+from pytest_llmtool.summary import friction_signals
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:

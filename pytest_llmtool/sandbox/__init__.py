@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pytest_llmtool.checks import FileView
-from pytest_llmtool.metrics import ToolCallResult
+from pytest_llmtool.records import ToolCallResult
 
 
 class SandboxError(Exception):

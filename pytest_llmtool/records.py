@@ -1,7 +1,10 @@
-"""The spec's execution records: one tool call, one model call, one agent run.
+"""Every result model of the plugin, and the versioned run record they add up to.
 
-Field names follow bashkit-eval's `AgentTrace` (seed 000) and bench's `LLMCallMetrics`
-(seed 003) so a report reads the same as the upstream one.
+Field names follow the specs: bashkit-eval's `ToolCallResult`, `AgentTrace`, `TaskScore`,
+`CategorySummary`, `EvalSummary` (seed 000), `LLMCallMetrics` (seed 003), and llm-tool-test's
+`InteractionMetrics`, `GateResult`, `JudgeResponse`, `EvaluationResult` (seed 004), so a report
+reads as the upstream ones do. Everything here is JSON-native: it travels on pytest reports
+(and so across xdist workers), into the journal and into `report.json`.
 """
 
 from __future__ import annotations
@@ -9,6 +12,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
+
+
+class Usage(BaseModel):
+    """Token counts of one call. `input_tokens` is the whole prompt, cached parts included,
+    so context growth reads the same with caching on or off."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class TextBlock(BaseModel):
@@ -238,3 +251,134 @@ class ScenarioResult(BaseModel):
     @property
     def passed(self) -> bool:
         return self.evaluation.outcome == "pass"
+
+
+class ScoreResult(BaseModel):
+    """The outcome of one expectation check."""
+
+    check: str
+    passed: bool
+    detail: str
+    weight: float
+
+
+class TaskScore(BaseModel):
+    """All checks of one task; `score` sums the weights of the passed ones."""
+
+    task_id: str
+    results: list[ScoreResult]
+    score: float
+    max_score: float
+
+    @classmethod
+    def of(cls, task_id: str, results: list[ScoreResult]) -> TaskScore:
+        """A task's score from its check results: the passed weights out of all weights."""
+        return cls(
+            task_id=task_id,
+            results=results,
+            score=sum(r.weight for r in results if r.passed),
+            max_score=sum(r.weight for r in results),
+        )
+
+    def all_passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def rate(self) -> float:
+        return self.score / self.max_score if self.max_score else 1.0
+
+    def failed(self) -> list[ScoreResult]:
+        return [r for r in self.results if not r.passed]
+
+
+class TaskResult(BaseModel):
+    """One item's outcome: which task, which model, how it scored and what the agent did."""
+
+    nodeid: str
+    task_id: str
+    model: str
+    category: str
+    score: TaskScore
+    trace: AgentTrace
+
+    @property
+    def passed(self) -> bool:
+        return self.score.all_passed()
+
+    @property
+    def duration_ms(self) -> int:
+        return self.trace.duration_ms
+
+
+class ErrorRecord(BaseModel):
+    """An item that could not be scored (sandbox or agent crash, bad dataset line)."""
+
+    nodeid: str
+    task_id: str
+    model: str
+    category: str
+    message: str
+
+
+class CategorySummary(BaseModel):
+    tasks: int = 0
+    passed: int = 0
+    score: float = 0.0
+    max_score: float = 0.0
+    rate: float = 0.0
+
+
+class EvalSummary(BaseModel):
+    total_tasks: int = 0
+    total_passed: int = 0
+    total_score: float = 0.0
+    total_max_score: float = 0.0
+    overall_rate: float = 0.0
+    pass_rate: float = 0.0
+    total_tool_calls: int = 0
+    tool_calls_ok: int = 0
+    tool_calls_error: int = 0
+    tool_call_success_rate: float = 0.0
+    total_turns: int = 0
+    avg_turns_per_task: float = 0.0
+    avg_tool_calls_per_task: float = 0.0
+    natural_stops: int = 0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    total_cache_read_tokens: int = 0
+    total_cache_write_tokens: int = 0
+    total_retries: int = 0
+    total_cost_usd: float | None = None
+    mean_base_context: float = 0.0
+    mean_context_growth_avg: float = 0.0
+    total_duration_ms: int = 0
+    avg_duration_ms: float = 0.0
+    errors: int = 0
+    by_category: dict[str, CategorySummary] = Field(default_factory=dict)
+
+
+class ScenarioSummary(BaseModel):
+    """Scenario outcomes of one model: passes, gates, judge and mean interaction metrics."""
+
+    scenarios: int = 0
+    passed: int = 0
+    gates_passed: int = 0
+    gates_total: int = 0
+    judged: int = 0
+    mean_judge_score: float | None = None
+    mean_composite_score: float | None = None
+    total_commands: int = 0
+    error_count: int = 0
+    help_invocations: int = 0
+    completed: int = 0
+    mean_first_try_success_rate: float = 0.0
+    mean_iteration_ratio: float = 0.0
+
+
+class EvalReport(BaseModel):
+    metadata: dict[str, Any]
+    summary: EvalSummary
+    by_model: dict[str, EvalSummary]
+    results: list[TaskResult]
+    errors: list[ErrorRecord] = Field(default_factory=list)
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
+    scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
