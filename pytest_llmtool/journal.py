@@ -4,9 +4,10 @@
 machine going away) would keep nothing; the journal keeps every result that finished, for
 `--llm-resume` and for people. The first line is a header (format version, plugin version,
 start time, models, command-line arguments); each further line is
-`{"type": "task" | "scenario" | "error", "nodeid": ..., "data": {...}}`, `data` being the
-record `report.json` holds for that item. Lines are flushed as written, so only the line
-being written when the process dies can be lost, and readers drop such a torn last line.
+`{"type": <kind> | "error", "nodeid": ..., "data": {...}}` (the kind of task, `bash` or
+`scenario`, or an error record), `data` being the record `report.json` holds for that
+item. Lines are flushed as written, so only the line being written when the process dies can
+be lost, and readers drop such a torn last line.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 JOURNAL_NAME = "results.jsonl"
 JOURNAL_VERSION = 1
-
-EntryType = Literal["task", "scenario", "error"]
 
 
 class JournalWriter:
@@ -36,7 +35,7 @@ class JournalWriter:
         self._file.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self._file.flush()
 
-    def append(self, kind: EntryType, nodeid: str, data: dict[str, Any]) -> None:
+    def append(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
         self._write({"type": kind, "nodeid": nodeid, "data": data})
 
     def close(self) -> None:
@@ -47,7 +46,7 @@ class JournalWriter:
 
 @dataclass(frozen=True)
 class JournalEntry:
-    type: EntryType
+    type: str
     nodeid: str
     data: dict[str, Any]
 
@@ -83,7 +82,7 @@ def read_journal(path: Path) -> Journal:
     entries = []
     for number, record in enumerate(rest, 2):
         kind, nodeid, data = record.get("type"), record.get("nodeid"), record.get("data")
-        if kind not in ("task", "scenario", "error") or not isinstance(nodeid, str):
+        if not isinstance(kind, str) or kind == "header" or not isinstance(nodeid, str):
             raise ValueError(f"{path}:{number}: not a journal entry")
         if not isinstance(data, dict):
             raise ValueError(f"{path}:{number}: entry without data")

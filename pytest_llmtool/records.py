@@ -24,6 +24,18 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
 
 
+class ItemResult(BaseModel):
+    """What every kind's result record has: which item, model and trial, and the outcome."""
+
+    nodeid: str
+    model: str
+    trial: int = 0
+
+    @property
+    def passed(self) -> bool:
+        raise NotImplementedError
+
+
 class TextBlock(BaseModel):
     type: Literal["text"] = "text"
     text: str
@@ -233,12 +245,10 @@ class EvaluationResult(BaseModel):
     reason: str = ""
 
 
-class ScenarioResult(BaseModel):
+class ScenarioResult(ItemResult):
     """One scenario item's outcome: which scenario, model and guidance, and what happened."""
 
-    nodeid: str
     scenario: str
-    model: str
     guidance: str | None = None
     tags: list[str]
     tier: int
@@ -290,12 +300,10 @@ class TaskScore(BaseModel):
         return [r for r in self.results if not r.passed]
 
 
-class TaskResult(BaseModel):
-    """One item's outcome: which task, which model, how it scored and what the agent did."""
+class TaskResult(ItemResult):
+    """One bash task item's outcome: which task, how it scored and what the agent did."""
 
-    nodeid: str
     task_id: str
-    model: str
     category: str
     score: TaskScore
     trace: AgentTrace
@@ -313,6 +321,8 @@ class ErrorRecord(BaseModel):
     """An item that could not be scored (sandbox or agent crash, bad dataset line)."""
 
     nodeid: str
+    kind: str = ""
+    trial: int = 0
     task_id: str
     model: str
     category: str
@@ -374,11 +384,46 @@ class ScenarioSummary(BaseModel):
     mean_iteration_ratio: float = 0.0
 
 
+# The version of `report.json`'s format: raised when a field is removed or changes meaning
+# (adding one does not), so a reader of an older report knows what it holds.
+SCHEMA_VERSION = 1
+
+
+class ModelInfo(BaseModel):
+    """A model of the run as `--llm-model` named it, and what that resolved to."""
+
+    name: str
+    provider: str
+    model_id: str
+
+
+class RunMetadata(BaseModel):
+    """Where a report came from: versions, models, settings that change scores, and when."""
+
+    plugin: str
+    pytest: str
+    python: str
+    bashkit: str | None = None
+    sdks: dict[str, str] = Field(default_factory=dict)
+    models: list[ModelInfo]
+    max_turns: int
+    trials: int = 1
+    command_line: list[str] = Field(default_factory=list)
+    started: str
+    finished: str
+    exit_status: int
+
+
 class EvalReport(BaseModel):
-    metadata: dict[str, Any]
-    summary: EvalSummary
-    by_model: dict[str, EvalSummary]
-    results: list[TaskResult]
+    """The run record (`report.json`): every kind's results and summaries, and the errors."""
+
+    schema_version: int = SCHEMA_VERSION
+    metadata: RunMetadata
+    summary: EvalSummary = Field(default_factory=EvalSummary)
+    by_model: dict[str, EvalSummary] = Field(default_factory=dict)
+    results: list[TaskResult] = Field(default_factory=list)
     errors: list[ErrorRecord] = Field(default_factory=list)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
+    # Sections of kinds added by other plugins, by kind name.
+    extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)

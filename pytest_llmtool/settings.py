@@ -35,6 +35,12 @@ OPTIONS = (
         "comma-separated models to evaluate; each task runs once per model (offline: oracle, nop)",
     ),
     OptionDef("llm_max_turns", "N", "10", "model calls allowed per task before it is cut off"),
+    OptionDef(
+        "llm_trials",
+        "N",
+        "1",
+        "attempts per task and model, each its own item in its own sandbox (pass@k, flakiness)",
+    ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
     OptionDef(
         "llm_concurrency",
@@ -199,6 +205,7 @@ class Settings:
     report_dir: Path | None
     dataset_patterns: tuple[str, ...]
     concurrency: int = 1
+    trials: int = 1
     max_cost: float | None = None
     record_dir: Path | None = None
     replay_dir: Path | None = None
@@ -291,6 +298,7 @@ class Settings:
             report_dir=_path(config, "llm_report"),
             dataset_patterns=tuple(_split(_raw(config, "llm_datasets")[0])),
             concurrency=_number(config, "llm_concurrency", int, 1),
+            trials=_number(config, "llm_trials", int, 1),
             max_cost=_number(config, "llm_max_cost", float, 0) if max_cost_text else None,
             record_dir=record_dir,
             replay_dir=replay_dir,

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from pytest_llmtool.compat import gateway_pid
+
 Handler = Any  # what signal.signal returns: a callable, SIG_DFL, SIG_IGN or None
 
 
@@ -65,11 +67,9 @@ class TermAsInterrupt:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
         """xdist controller: note a local worker's pid (remote ones are not ours to signal)."""
-        gateway = node.gateway
-        if gateway.spec.popen and not gateway.spec.via:
-            # xdist caches the gateway's remote info when it sets the node up, so this asks
-            # the worker nothing.
-            self.workers[gateway.id] = gateway._rinfo().pid
+        pid = gateway_pid(node)
+        if pid is not None:
+            self.workers[node.gateway.id] = pid
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:

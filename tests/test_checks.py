@@ -1,4 +1,4 @@
-"""Unit tests for `pytest_llmtool.checks`: parsing check strings and scoring them."""
+"""Unit tests for `pytest_llmtool.kinds.bash.checks`: parsing check strings and scoring them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_llmtool.checks import CHECK_TYPES, Check, evaluate_check, parse_check, score_task
+from pytest_llmtool.kinds.bash.checks import (
+    CHECK_TYPES,
+    Check,
+    evaluate_check,
+    parse_check,
+    score_task,
+)
 from pytest_llmtool.records import (
     AgentTrace,
     Message,

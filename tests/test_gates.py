@@ -1,4 +1,4 @@
-"""Unit tests for `pytest_llmtool.gates`: every gate type against real bash in a temp dir."""
+"""Unit tests for the scenario gates: every gate type against real bash in a temp dir."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from pytest_llmtool.gates import (
+from pytest_llmtool.kinds.scenario.gates import (
     CommandJsonPath,
     CommandOutputContains,
     CommandOutputMatches,
@@ -421,7 +421,7 @@ def test_a_crashing_gate_becomes_a_failed_result(
             raise RuntimeError("shell is gone")
         return await run_shell(command, cwd=cwd, env=env, timeout=timeout, jail=jail)
 
-    monkeypatch.setattr("pytest_llmtool.gates.run_shell", flaky)
+    monkeypatch.setattr("pytest_llmtool.kinds.scenario.gates.run_shell", flaky)
     batch: list[Gate] = [
         CommandSucceeds(command="explode"),
         CommandSucceeds(command="true"),

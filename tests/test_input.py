@@ -18,10 +18,11 @@ from test_plugin import write_dataset
 
 from pytest_llmtool.agents.base import ChatRequest
 from pytest_llmtool.agents.replay import CallStore, ReplayCorrupt
+from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
+from pytest_llmtool.kinds.scenario.kind import looks_like_scenario
+from pytest_llmtool.kinds.scenario.load import Scenario, ScenarioProblem, load_scenario
 from pytest_llmtool.records import Message, TextBlock
 from pytest_llmtool.safe_yaml import MAX_EXPANDED_NODES
-from pytest_llmtool.scenarios import Scenario, ScenarioProblem, load_scenario, looks_like_scenario
-from pytest_llmtool.tasks import LineProblem, Task, load_dataset, looks_like_dataset
 
 
 def task(task_id: str = "t1", **overrides: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Unit tests for `pytest_llmtool.interaction`: Layer 1 metrics from tool calls and transcripts."""
+"""Unit tests for scenario interaction metrics (layer 1), from tool calls and transcripts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmtool.interaction import (
+from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
     default_pattern,
     from_tool_calls,

@@ -12,7 +12,8 @@ import pytest
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.retry import ProviderError, RetryPolicy, call_with_retries
-from pytest_llmtool.checks import score_task
+from pytest_llmtool.kinds.bash.checks import score_task
+from pytest_llmtool.kinds.bash.load import Task
 from pytest_llmtool.loop import format_tool_output, run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
@@ -26,7 +27,6 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.sandbox import Sandbox
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
-from pytest_llmtool.tasks import Task
 
 BASH = ToolSpec(name="bash", description="run bash", input_schema={"type": "object"})
 

@@ -175,6 +175,7 @@ def test_report_json_carries_the_documented_fields(
     pytester.runpytest("--llm-report=out")
     report = read_report(pytester)
     assert set(report) == {
+        "schema_version",
         "metadata",
         "summary",
         "by_model",
@@ -182,8 +183,11 @@ def test_report_json_carries_the_documented_fields(
         "errors",
         "scenarios",
         "scenario_summary",
+        "extensions",
     }
-    assert report["metadata"]["models"] == "oracle"
+    assert report["metadata"]["models"] == [
+        {"name": "oracle", "provider": "offline", "model_id": "oracle"}
+    ]
     alpha = next(r for r in report["results"] if r["task_id"] == "alpha")
     assert alpha["model"] == "oracle"
     assert alpha["category"] == "files"
@@ -330,7 +334,7 @@ def test_turn_limit_cuts_the_run_off(pytester: pytest.Pytester, dataset: Path) -
 def test_ini_keys_and_command_line_precedence(pytester: pytest.Pytester, dataset: Path) -> None:
     pytester.makeini("[pytest]\nllm_model = nop\nllm_report = from-ini\n")
     pytester.runpytest().assert_outcomes(passed=1, failed=3)
-    assert read_report(pytester, "from-ini")["metadata"]["models"] == "nop"
+    assert read_report(pytester, "from-ini")["metadata"]["models"][0]["name"] == "nop"
     pytester.runpytest("--llm-model=oracle").assert_outcomes(passed=2, failed=1, skipped=1)
 
 

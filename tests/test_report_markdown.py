@@ -8,7 +8,7 @@ import re
 import pytest
 from test_plugin import write_dataset
 
-from pytest_llmtool.report.markdown import Code, _code, _table, _text
+from pytest_llmtool.report.markdown import Code, code, table, text
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -25,7 +25,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_text_is_inert(value: str) -> None:
-    out = _text(value)
+    out = text(value)
     assert "<" not in out and ">" not in out
     assert "\n" not in out
     # Every link, image, table or code delimiter is backslashed.
@@ -34,7 +34,7 @@ def test_text_is_inert(value: str) -> None:
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_code_spans_cannot_be_closed_from_inside(value: str) -> None:
-    out = _code(value)
+    out = code(value)
     fence = re.match(r"`+", out)
     assert fence is not None
     inner = out[len(fence.group()) : -len(fence.group())]
@@ -44,15 +44,15 @@ def test_code_spans_cannot_be_closed_from_inside(value: str) -> None:
 
 
 def test_plain_values_read_as_before() -> None:
-    assert _text("tests passed: 3/4 (75%)") == "tests passed: 3/4 (75%)"
-    assert _code("file_contains:/in/c.txt:zzz") == "`file_contains:/in/c.txt:zzz`"
-    assert _code("a`b") == "``a`b``"
-    assert _code("`x`") == "`` `x` ``"
+    assert text("tests passed: 3/4 (75%)") == "tests passed: 3/4 (75%)"
+    assert code("file_contains:/in/c.txt:zzz") == "`file_contains:/in/c.txt:zzz`"
+    assert code("a`b") == "``a`b``"
+    assert code("`x`") == "`` `x` ``"
 
 
 def test_table_cells_are_escaped_and_keep_the_column_count() -> None:
     rows = [[Code("stdout_contains:a|b"), "<b>bold</b> | x"]]
-    lines = _table(["Check", "Detail"], rows)
+    lines = table(["Check", "Detail"], rows)
     assert lines[2] == r"| `stdout_contains:a\|b` | &lt;b&gt;bold&lt;/b&gt; \| x |"
     assert all(len(re.findall(r"(?<!\\)\|", line)) == 3 for line in lines)
 

@@ -251,7 +251,7 @@ def test_journal_holds_a_header_and_one_line_per_finished_item(pytester: pytest.
     assert by_node["data.jsonl::line5"]["type"] == "error"
     assert "data.jsonl::delta[oracle]" not in by_node
     task = by_node["data.jsonl::alpha[oracle]"]
-    assert task["type"] == "task"
+    assert task["type"] == "bash"
     # The same record report.json holds.
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     [alpha] = [r for r in report["results"] if r["nodeid"] == "data.jsonl::alpha[oracle]"]
@@ -283,7 +283,7 @@ def test_journal_under_xdist_is_written_by_the_controller(pytester: pytest.Pytes
     result.assert_outcomes(passed=3, failed=4, skipped=1)
     journal = read_journal(pytester.path / "out" / "results.jsonl")
     assert len(journal.entries) == 7
-    assert {e.type for e in journal.entries} == {"task"}
+    assert {e.type for e in journal.entries} == {"bash"}
 
 
 # The reader.
@@ -331,7 +331,7 @@ def test_read_journal_rejects_damage_before_the_last_line(tmp_path: Path) -> Non
         ("", "no journal header"),
         ('{"type": "task", "nodeid": "x", "data": {}}\n', "no journal header"),
         ('{"type": "header", "version": 99}\n', "journal version 99 is not supported"),
-        ('{"type": "header", "version": 1}\n{"type": "other", "nodeid": "x"}\n', "not a journal"),
+        ('{"type": "header", "version": 1}\n{"type": "bash", "data": {}}\n', "not a journal"),
     ],
 )
 def test_read_journal_rejects_what_is_not_a_journal(

@@ -1,9 +1,10 @@
-"""Unit tests for `pytest_llmtool.summary`: summaries, the report and the friction signals."""
+"""Unit tests for the bash-task summary: summaries, the report and the friction signals."""
 
 from __future__ import annotations
 
 import pytest
 
+from pytest_llmtool.kinds.bash.summary import build_summary, friction_signals, summary_fields
 from pytest_llmtool.records import (
     AgentTrace,
     CategorySummary,
@@ -14,7 +15,6 @@ from pytest_llmtool.records import (
     TaskScore,
     ToolCallResult,
 )
-from pytest_llmtool.summary import build_report, build_summary, friction_signals
 
 
 def result(
@@ -156,34 +156,32 @@ def test_nothing_to_lose_counts_as_full_marks() -> None:
     assert (summary.tool_call_success_rate, summary.tool_calls_error) == (0.0, 0)
 
 
-# --- build_report -----------------------------------------------------------------------------
+# --- summary_fields ---------------------------------------------------------------------------
 
 
-def test_build_report_splits_by_model() -> None:
+def test_summary_fields_split_by_model() -> None:
     errors = [error("r4", "a"), error("bad-line", ""), error("r5", "c")]
-    report = build_report([R1, R2, R3], errors, {"run": 1})
-    assert report.metadata == {"run": 1}
-    assert report.results == [R1, R2, R3]
-    assert report.errors == errors
-    assert report.summary == build_summary([R1, R2, R3], errors=3)
-    assert list(report.by_model) == ["a", "b", "c"]
-    assert report.by_model["a"] == build_summary([R1, R2], errors=1)
-    assert report.by_model["b"] == build_summary([R3], errors=0)
-    assert report.by_model["c"] == EvalSummary(errors=1)
+    fields = summary_fields([R1, R2, R3], errors)
+    assert fields["results"] == [R1, R2, R3]
+    assert fields["summary"] == build_summary([R1, R2, R3], errors=3)
+    assert list(fields["by_model"]) == ["a", "b", "c"]
+    assert fields["by_model"]["a"] == build_summary([R1, R2], errors=1)
+    assert fields["by_model"]["b"] == build_summary([R3], errors=0)
+    assert fields["by_model"]["c"] == EvalSummary(errors=1)
 
 
 def test_bad_dataset_lines_make_no_model_entry() -> None:
     """An error without a model (a bad dataset line) counts in the run, not in any model."""
-    report = build_report([R3], [error("bad-1", ""), error("bad-2", "")], {})
-    assert report.summary.errors == 2
-    assert list(report.by_model) == ["b"]
-    assert report.by_model["b"].errors == 0
+    fields = summary_fields([R3], [error("bad-1", ""), error("bad-2", "")])
+    assert fields["summary"].errors == 2
+    assert list(fields["by_model"]) == ["b"]
+    assert fields["by_model"]["b"].errors == 0
 
 
 def test_only_bad_dataset_lines() -> None:
-    report = build_report([], [error("bad", "")], {})
-    assert report.by_model == {}
-    assert report.summary == EvalSummary(errors=1)
+    fields = summary_fields([], [error("bad", "")])
+    assert fields["by_model"] == {}
+    assert fields["summary"] == EvalSummary(errors=1)
 
 
 # --- friction_signals -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Unit tests for `pytest_llmtool.tasks`: the JSONL loader and the dataset shape test."""
+"""Unit tests for `pytest_llmtool.kinds.bash.load`: the JSONL loader and the dataset shape test."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool.checks import parse_check
+from pytest_llmtool.kinds.bash.checks import parse_check
+from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
 from pytest_llmtool.records import AgentTrace, TaskResult, TaskScore
-from pytest_llmtool.tasks import LineProblem, Task, load_dataset, looks_like_dataset
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "bashkit-eval"
 

@@ -48,7 +48,7 @@ class OracleModel:
             return "no `solution`: the oracle agent replays the reference solution"
         return None
 
-    def create(self, task: Work) -> Agent:
+    def create(self, task: Work, trial: int = 0) -> Agent:
         return OracleAgent(tuple(task.solution or ()))
 
 
@@ -60,5 +60,5 @@ class NopModel:
     def skip_reason(self, task: Work) -> str | None:
         return None
 
-    def create(self, task: Work) -> Agent:
+    def create(self, task: Work, trial: int = 0) -> Agent:
         return NopAgent()

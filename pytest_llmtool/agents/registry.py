@@ -182,7 +182,7 @@ class ExternalModel:
     def skip_reason(self, task: Work) -> str | None:
         return "an external agent (--llm-agent-cmd) runs scenarios, not bashkit tasks"
 
-    def create(self, task: Work) -> Agent:
+    def create(self, task: Work, trial: int = 0) -> Agent:
         raise AgentError("an external agent is launched as a command, not called in-process")
 
 

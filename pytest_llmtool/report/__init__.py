@@ -1,24 +1,72 @@
-"""Report writers: the terminal section, `report.json` and `report.md`."""
+"""Where a run report goes: the `Writer` interface and the built-in writers.
+
+The controller hands the finished `EvalReport` to every writer (the built-in ones and those a
+plugin returns from `pytest_llmtool_writers`): once at session finish for what it writes to
+disk, once for the lines of the terminal summary.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.markdown import markdown_report
+from pytest_llmtool.report.terminal import terminal_lines
+
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds import Kind
 
 
-def _write_atomic(path: Path, text: str) -> None:
+class Writer:
+    """One way out for the run report; a writer overrides what it does."""
+
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        """Write to disk (`directory` is `--llm-report`, if given); return what was written."""
+        return []
+
+    def terminal(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
+        """Lines for the terminal summary."""
+        return []
+
+
+def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file so an interrupted run never leaves half a report."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 
-def write_report_files(report: EvalReport, directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = directory / "report.json", directory / "report.md"
-    _write_atomic(json_path, report.model_dump_json(indent=2))
-    _write_atomic(md_path, markdown_report(report))
-    return [json_path, md_path]
+class TerminalWriter(Writer):
+    def terminal(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
+        return terminal_lines(report, kinds)
+
+
+class JsonWriter(Writer):
+    """`report.json`: the versioned run record, valid against `report.schema.json`."""
+
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        if directory is None:
+            return []
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "report.json"
+        write_atomic(path, report.model_dump_json(indent=2))
+        return [path]
+
+
+class MarkdownWriter(Writer):
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        if directory is None:
+            return []
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "report.md"
+        write_atomic(path, markdown_report(report, kinds))
+        return [path]

@@ -1,11 +1,14 @@
-"""The run summary printed at the end of a pytest session."""
+"""The run summary printed at the end of a pytest session: each kind's tables, then errors."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.report.scenarios import guidance_rows, scenario_rows
-from pytest_llmtool.report.tables import category_rows, report_models, summary_rows
-from pytest_llmtool.summary import friction_signals
+
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds import Kind
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -19,32 +22,12 @@ def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [line(headers), *(line(r) for r in rows)]
 
 
-def terminal_lines(report: EvalReport) -> list[str]:
+def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
     lines: list[str] = []
-    if report.results or report.by_model:
-        lines += _task_lines(report)
-    if report.scenarios:
-        if lines:
-            lines.append("")
-        lines += format_table(*scenario_rows(report.scenarios))
-        headers, rows = guidance_rows(report.scenarios)
-        if rows:
-            lines += ["", "Guidance comparison:", *format_table(headers, rows)]
+    for kind in kinds:
+        section = kind.terminal_lines(report)
+        if section:
+            lines += [*([""] if lines else []), *section]
     if report.errors:
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
-    return lines
-
-
-def _task_lines(report: EvalReport) -> list[str]:
-    by_model = report_models(report)
-    lines = format_table(*summary_rows(by_model))
-    lines += ["", *format_table(*category_rows(by_model))]
-    signals = [
-        (model, signal)
-        for model, summary in by_model.items()
-        for signal in friction_signals(summary, [r for r in report.results if r.model == model])
-    ]
-    if signals:
-        lines += ["", "Friction signals:"]
-        lines += [f"  [{model}] {signal}" for model, signal in signals]
     return lines

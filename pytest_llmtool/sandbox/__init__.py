@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pytest_llmtool.checks import FileView
+from pytest_llmtool.kinds.bash.checks import FileView
 from pytest_llmtool.records import ToolCallResult
 
 

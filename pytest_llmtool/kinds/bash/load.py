@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pytest_llmtool.checks import Check, parse_check
+from pytest_llmtool.kinds.bash.checks import Check, parse_check
 from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
 # How many meaningful lines the shape test reads before deciding a file is not a dataset.

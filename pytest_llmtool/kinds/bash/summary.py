@@ -12,10 +12,7 @@ from typing import Any
 from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
-    EvalReport,
     EvalSummary,
-    ScenarioResult,
-    ScenarioSummary,
     TaskResult,
 )
 
@@ -30,33 +27,6 @@ HIGH_FAILED_TOKEN_FACTOR = 2.0
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
-    s = ScenarioSummary(scenarios=len(results))
-    judge_scores: list[float] = []
-    composites: list[float] = []
-    for r in results:
-        ev, m = r.evaluation, r.evaluation.interaction
-        s.passed += r.passed
-        s.gates_passed += ev.gates_passed
-        s.gates_total += ev.gates_total
-        if ev.judge_score is not None:
-            judge_scores.append(ev.judge_score)
-        if ev.composite_score is not None:
-            composites.append(ev.composite_score)
-        s.total_commands += m.total_commands
-        s.error_count += m.error_count
-        s.help_invocations += m.help_invocations
-        s.completed += m.completed
-        s.mean_first_try_success_rate += m.first_try_success_rate
-        s.mean_iteration_ratio += m.iteration_ratio
-    s.judged = len(judge_scores)
-    s.mean_judge_score = _mean(judge_scores)
-    s.mean_composite_score = _mean(composites)
-    s.mean_first_try_success_rate = _ratio(s.mean_first_try_success_rate, len(results))
-    s.mean_iteration_ratio = _ratio(s.mean_iteration_ratio, len(results))
-    return s
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -114,37 +84,22 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
     return s
 
 
-def build_report(
-    results: list[TaskResult],
-    errors: list[ErrorRecord],
-    metadata: dict[str, Any],
-    scenarios: list[ScenarioResult] | None = None,
-) -> EvalReport:
-    scenarios = scenarios or []
-    # Bad dataset lines have no model: they count in the run's errors, not in any model's.
-    # Scenario errors count in the scenarios' own figures, not in the bash-task summary.
-    task_errors = [e for e in errors if e.category != "scenario"]
-    models = list(
-        dict.fromkeys([r.model for r in results] + [e.model for e in task_errors if e.model])
-    )
+def summary_fields(results: list[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
+    """The bash-task part of the run report: the summary, one per model, every result.
+
+    Bad dataset lines have no model: they count in the run's errors, not in any model's."""
+    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors if e.model]))
     by_model = {
         model: build_summary(
-            [r for r in results if r.model == model], sum(e.model == model for e in task_errors)
+            [r for r in results if r.model == model], sum(e.model == model for e in errors)
         )
         for model in models
     }
-    return EvalReport(
-        metadata=metadata,
-        summary=build_summary(results, len(task_errors)),
-        by_model=by_model,
-        results=results,
-        errors=errors,
-        scenarios=scenarios,
-        scenario_summary={
-            model: build_scenario_summary([r for r in scenarios if r.model == model])
-            for model in dict.fromkeys(r.model for r in scenarios)
-        },
-    )
+    return {
+        "summary": build_summary(results, len(errors)),
+        "by_model": by_model,
+        "results": results,
+    }
 
 
 def _tokens(result: TaskResult) -> int:

@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
-from pytest_llmtool.gates import GateContext, run_gates
-from pytest_llmtool.interaction import (
+from pytest_llmtool.judge import load_rubric, run_judge
+from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
+from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
     from_tool_calls,
     from_transcript,
     write_events,
 )
-from pytest_llmtool.judge import load_rubric, run_judge
+from pytest_llmtool.kinds.scenario.load import Scenario
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
@@ -43,7 +44,6 @@ from pytest_llmtool.sandbox.workdir import (
     agent_environment,
     system_prompt,
 )
-from pytest_llmtool.scenarios import Scenario
 
 SETUP_TIMEOUT_SECONDS = 120.0
 
@@ -78,6 +78,7 @@ class ScenarioRun:
     root: Path
     nodeid: str
     max_turns: int
+    trial: int = 0
     judge: ModelSpec | None = None
     external: ExternalAgent | None = None
     sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
@@ -206,7 +207,7 @@ async def _builtin_agent(
     # id, or their recordings would answer for each other.
     work_id = f"{scenario.name}-{run.guidance.stem}" if run.guidance else scenario.name
     trace = await run_agent_loop(
-        model.create(NamedWork(work_id, scenario.solution)),
+        model.create(NamedWork(work_id, scenario.solution), run.trial),
         WorkdirSandbox(workdir, env, deadline, jail),
         prompt=scenario.prompt,
         system=system_prompt(scenario.target.binary),
@@ -292,7 +293,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
             verdict = await run_judge(
-                run.judge.create(NamedWork(f"{scenario.name}.judge")),
+                run.judge.create(NamedWork(f"{scenario.name}.judge"), run.trial),
                 load_rubric(scenario.rubric_path),
                 task=scenario.prompt,
                 transcript=transcript,
@@ -327,6 +328,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         nodeid=run.nodeid,
         scenario=scenario.name,
         model=run.model_name,
+        trial=run.trial,
         guidance=run.guidance.name if run.guidance else None,
         tags=scenario.tags,
         tier=scenario.tier,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -20,9 +19,9 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from pytest_llmtool.gates import Gate
-from pytest_llmtool.interaction import compile_pattern
 from pytest_llmtool.judge import load_rubric
+from pytest_llmtool.kinds.scenario.gates import Gate
+from pytest_llmtool.kinds.scenario.interaction import compile_pattern
 from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
 from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
@@ -49,8 +48,6 @@ UNSUPPORTED = {
     "cost": "use --llm-max-cost",
     "docs": "put documentation in the template folder or use `guidance`",
 }
-_SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
-_SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
 # Longest single problem we print: schema messages quote the offending value.
 _MAX_PROBLEM = 300
 _GATES: TypeAdapter[list[Gate]] = TypeAdapter(list[Gate])
@@ -123,21 +120,6 @@ class Scenario(_Model):
 @dataclass(frozen=True)
 class ScenarioProblem:
     message: str
-
-
-def looks_like_scenario(path: Path) -> bool:
-    """A YAML file with a top-level `task:` key: CI configs and rubrics have none.
-
-    Read as bytes, so a scenario with a stray non-UTF-8 byte (or saved as UTF-16) is still
-    collected and its item says what is wrong."""
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return False
-    wide = wide_encoding(raw[:4])
-    if wide is not None:
-        return bool(_SHAPE.search(raw.decode(wide[1], "replace").removeprefix("\ufeff")))
-    return bool(_SHAPE_BYTES.search(raw))
 
 
 def _premigration(data: dict[str, Any]) -> list[str]:

@@ -1,8 +1,12 @@
-"""The rows every report shows, so the terminal and Markdown say the same thing."""
+"""Bash tasks in the reports: the rows the terminal and Markdown share, and each task's
+section of `report.md`."""
 
 from __future__ import annotations
 
-from pytest_llmtool.records import EvalReport, EvalSummary
+from pytest_llmtool.kinds.bash.summary import friction_signals
+from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
+from pytest_llmtool.report.markdown import Code, table, text
+from pytest_llmtool.report.terminal import format_table
 
 
 def _tokens(n: int) -> str:
@@ -94,3 +98,66 @@ def category_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[lis
 
 def report_models(report: EvalReport) -> dict[str, EvalSummary]:
     return report.by_model or {"all": report.summary}
+
+
+def terminal_lines(report: EvalReport) -> list[str]:
+    by_model = report_models(report)
+    lines = format_table(*summary_rows(by_model))
+    lines += ["", *format_table(*category_rows(by_model))]
+    signals = _signals(report, by_model)
+    if signals:
+        lines += ["", "Friction signals:"]
+        lines += [f"  [{model}] {signal}" for model, signal in signals]
+    return lines
+
+
+def _signals(report: EvalReport, by_model: dict[str, EvalSummary]) -> list[tuple[str, str]]:
+    return [
+        (model, signal)
+        for model, summary in by_model.items()
+        for signal in friction_signals(summary, [r for r in report.results if r.model == model])
+    ]
+
+
+def markdown_summary(report: EvalReport) -> list[str]:
+    by_model = report_models(report)
+    lines = ["", "## Summary", "", *table(*summary_rows(by_model)), ""]
+    lines += ["## By Category", "", *table(*category_rows(by_model)), ""]
+    signals = [
+        f"- \\[{text(model)}\\] {text(signal)}" for model, signal in _signals(report, by_model)
+    ]
+    if signals:
+        lines += ["## Friction Signals", "", *signals, ""]
+    return lines
+
+
+def markdown_details(report: EvalReport) -> list[str]:
+    if not report.results:
+        return []
+    lines = ["## Task Details", ""]
+    for result in report.results:
+        lines += _task_section(result)
+    return lines
+
+
+def _task_section(result: TaskResult) -> list[str]:
+    score, trace = result.score, result.trace
+    verdict = "PASS" if result.passed else "FAIL"
+    lines = [
+        f"### {text(result.task_id)} [{text(result.model)}]: {verdict}",
+        "",
+        f"- Category: {text(result.category)}",
+        f"- Score: {score.score:g}/{score.max_score:g} ({score.rate():.0%})",
+        f"- Turns: {trace.turns}, tool calls: {trace.tool_call_count} "
+        f"({trace.tool_calls_ok} ok, {trace.tool_calls_error} error), "
+        f"natural stop: {'yes' if trace.natural_stop else 'no'}",
+        f"- Tokens: {trace.total_input_tokens} in / {trace.total_output_tokens} out, "
+        f"duration: {trace.duration_ms} ms"
+        + (f", cost: ${trace.cost_usd:.4f}" if trace.cost_usd is not None else ""),
+        "",
+    ]
+    rows = [
+        ["PASS" if r.passed else "FAIL", Code(r.check), f"{r.weight:g}", r.detail]
+        for r in score.results
+    ]
+    return lines + table(["Result", "Check", "Weight", "Detail"], rows) + [""]

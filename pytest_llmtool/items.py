@@ -1,0 +1,211 @@
+"""One file, item and bad-input item for every kind of task.
+
+The agent runs in the item's setup and the outcome is asserted in its call, so pytest's own
+vocabulary carries the meaning: a crashed sandbox, agent or provider is an ERROR
+(infrastructure, not scored), a task the agent did not accomplish is a FAILURE. Bad input
+becomes an item that errors with `file:line: problem`, because a collection error would stop
+the whole session. What differs between kinds (loading, running, scoring, what a failure
+says) is asked of the item's `Kind`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmtool.agents import AgentError, ModelSpec
+from pytest_llmtool.kinds import Kind, Problem, Variant
+from pytest_llmtool.records import ErrorRecord, ItemResult
+from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.state import STATE_KEY, RunState
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
+
+class LlmFile(pytest.File):
+    """A file some kind recognised: one item per task, model, kind variant and trial."""
+
+    def __init__(self, *, kind: Kind[Any, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def collect(self) -> Iterator[pytest.Item]:
+        state = self.config.stash[STATE_KEY]
+        kind, trials = self.kind, state.settings.trials
+        for lineno, work in kind.load(self.path):
+            if isinstance(work, Problem):
+                name = work.name or (f"line{lineno}" if work.lineno else self.path.stem)
+                yield BadInputItem.from_parent(
+                    self, name=name, nodeid=f"{self.nodeid}::{name}", problem=work
+                )
+                continue
+            markers = kind.markers(work, state, self.config)
+            for model in state.models:
+                reason = kind.skip_reason(work, model, state)
+                for label, detail in kind.labels(work):
+                    for trial in range(trials):
+                        variant = Variant(model, trial, label, detail)
+                        name = f"{kind.task_id(work)}[{_bracket(variant, trials)}]"
+                        item = LlmItem.from_parent(
+                            self,
+                            name=name,
+                            nodeid=f"{self.nodeid}::{name}",
+                            work=work,
+                            variant=variant,
+                            lineno=lineno,
+                        )
+                        for marker in markers:
+                            item.add_marker(marker)
+                        if reason:
+                            # Known before running: a skip located at the task's line.
+                            item.add_marker(state.skip_marker(reason))
+                        yield item
+
+
+def _bracket(variant: Variant, trials: int) -> str:
+    """`haiku`, `haiku-AGENTS.v2`, and with --llm-trials `haiku-t2` (trials count from 1)."""
+    parts = [variant.model.name]
+    if variant.label:
+        parts.append(variant.label)
+    if trials > 1:
+        parts.append(f"t{variant.trial + 1}")
+    return "-".join(parts)
+
+
+class ItemFailed(Exception):
+    def __init__(self, result: ItemResult) -> None:
+        super().__init__(result.nodeid)
+        self.result = result
+
+
+class LlmItem(pytest.Item):
+    """A task run by one model: started ahead of pytest (the concurrency window), awaited in
+    `setup`, asserted in `runtest`."""
+
+    def __init__(self, *, work: Any, variant: Variant, lineno: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.work = work
+        self.variant = variant
+        self.lineno = lineno
+        self.result: ItemResult | None = None
+        self.ran_ms = 0.0
+        self._started = False
+        self._future: concurrent.futures.Future[ItemResult] | None = None
+        self._not_started: str | None = None
+        # `-k trial2` picks one attempt of every task.
+        self.extra_keyword_matches.add(f"trial{variant.trial + 1}")
+
+    @property
+    def kind(self) -> Kind[Any, Any]:
+        parent = self.parent
+        assert isinstance(parent, LlmFile)
+        return parent.kind
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.variant.model
+
+    @property
+    def trial(self) -> int:
+        return self.variant.trial
+
+    @property
+    def task_id(self) -> str:
+        return self.kind.task_id(self.work)
+
+    def start(self) -> None:
+        """Start the run in the background; idempotent. Called ahead of `setup` for the next
+        few items so that up to `--llm-concurrency` runs overlap."""
+        if self._started or self.get_closest_marker("skip"):
+            return
+        self._started = True
+        state = self.config.stash[STATE_KEY]
+        self._not_started = state.budget.exhausted_reason()
+        if self._not_started is None:
+            self._future = state.runtime.submit(self._guarded(state))
+
+    async def _guarded(self, state: RunState) -> ItemResult:
+        async with state.slots():
+            started = time.perf_counter()
+            try:
+                result: ItemResult = await self.kind.run(self, state)
+                return result
+            finally:
+                self.ran_ms = (time.perf_counter() - started) * 1000
+
+    def setup(self) -> None:
+        self.start()
+        if self._not_started:
+            pytest.skip(self._not_started)
+        future, self._future = self._future, None
+        assert future is not None
+        try:
+            self.result = future.result()
+        except (AgentError, SandboxError) as exc:
+            pytest.fail(f"infrastructure error: {type(exc).__name__}: {exc}", pytrace=False)
+        except BaseException:
+            future.cancel()
+            raise
+        self.user_properties += self.kind.properties(self.result)
+
+    def runtest(self) -> None:
+        assert self.result is not None
+        if not self.result.passed:
+            raise ItemFailed(self.result)
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, ItemFailed):
+            return self.kind.failure(excinfo.value.result)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.lineno - 1, f"{self.kind.noun} {self.name}"
+
+    def error_record(self, message: str) -> ErrorRecord:
+        return ErrorRecord(
+            nodeid=self.nodeid,
+            kind=self.kind.name,
+            task_id=self.task_id,
+            model=self.model.name,
+            category=self.kind.category(self.work),
+            trial=self.trial,
+            message=message,
+        )
+
+
+class BadInputItem(pytest.Item):
+    """Input that could not become a task: errors in setup saying where and what."""
+
+    def __init__(self, *, problem: Problem, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def _where(self) -> str:
+        line = self.problem.lineno
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def setup(self) -> None:
+        pytest.fail(f"{self._where()}: {self.problem.message}", pytrace=False)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always fails first
+        raise AssertionError("unreachable")
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        line = self.problem.lineno
+        name = f"{self.path.name}:{line}" if line else self.path.name
+        return self.path, (line or 1) - 1, name
+
+    def error_record(self, message: str) -> ErrorRecord:
+        parent = self.parent
+        kind = parent.kind.name if isinstance(parent, LlmFile) else ""
+        return ErrorRecord(
+            nodeid=self.nodeid, kind=kind, task_id="", model="", category="", message=message
+        )

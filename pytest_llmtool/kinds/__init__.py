@@ -1,0 +1,107 @@
+"""The one interface every kind of task implements; nothing outside a kind knows more.
+
+A kind (bash tasks, scenarios, and the kinds to come) says which files it recognises, loads a
+file into tasks (a bad one becomes a `Problem` at its line), runs and scores one item, and
+reads its results for the report. The plugin, the items, the controller and the writers talk
+to kinds only through this class; kinds register through the `pytest_llmtool_kinds` hook, so a
+third-party plugin adds one without touching this package.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import pytest
+
+from pytest_llmtool.agents import ModelSpec
+from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult
+
+if TYPE_CHECKING:
+    from pytest_llmtool.items import LlmItem
+    from pytest_llmtool.state import RunState
+
+
+W = TypeVar("W")  # what a kind loads: a task, a scenario
+R = TypeVar("R", bound=ItemResult)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Bad input: an item that errors with `file:line: message` (or `file: message`)."""
+
+    message: str
+    lineno: int | None = None
+    name: str | None = None  # the item's name; default `line<N>`, or the file's stem
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One item of a task: which model, which of `--llm-trials` attempts, and a kind's own
+    part of the name (a scenario's guidance document)."""
+
+    model: ModelSpec
+    trial: int = 0
+    label: str = ""
+    detail: Any = None
+
+
+class Kind(ABC, Generic[W, R]):
+    name: ClassVar[str]
+    noun: ClassVar[str] = "task"  # what a failure's header calls one item: "task gamma[haiku]"
+    result_type: ClassVar[type[ItemResult]]
+
+    @abstractmethod
+    def recognises(self, path: Path, state: RunState) -> bool:
+        """Whether `path` is a file of this kind (cheap: it runs for every file collected)."""
+
+    @abstractmethod
+    def load(self, path: Path) -> Iterator[tuple[int, W | Problem]]:
+        """Every task of the file with its 1-based line, or a `Problem` where one is bad."""
+
+    @abstractmethod
+    def task_id(self, work: W) -> str: ...
+
+    @abstractmethod
+    def category(self, work: W) -> str: ...
+
+    def labels(self, work: W) -> list[tuple[str, Any]]:
+        """The kind's own variants of a task: (name suffix, detail); one plain one by default."""
+        return [("", None)]
+
+    def markers(
+        self, work: W, state: RunState, config: pytest.Config
+    ) -> list[pytest.MarkDecorator]:
+        return []
+
+    def skip_reason(self, work: W, model: ModelSpec, state: RunState) -> str | None:
+        """Why this model cannot run this task, known before running (a skip, not an error)."""
+        return None
+
+    @abstractmethod
+    async def run(self, item: LlmItem, state: RunState) -> R:
+        """Run and score one item; `AgentError`/`SandboxError` make it an infrastructure error."""
+
+    @abstractmethod
+    def properties(self, result: R) -> list[tuple[str, object]]:
+        """JSON-native `user_properties` of a finished item."""
+
+    @abstractmethod
+    def failure(self, result: R) -> str:
+        """Why a finished item failed; its first line stands alone in pytest's short summary."""
+
+    @abstractmethod
+    def report_fields(self, results: list[R], errors: list[ErrorRecord]) -> dict[str, Any]:
+        """This kind's part of the run report (`EvalReport` fields), from its results."""
+
+    def terminal_lines(self, report: EvalReport) -> list[str]:
+        return []
+
+    def markdown_summary(self, report: EvalReport) -> list[str]:
+        return []
+
+    def markdown_details(self, report: EvalReport) -> list[str]:
+        return []

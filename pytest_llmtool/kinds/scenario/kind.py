@@ -1,0 +1,192 @@
+"""Scenarios (llm-tool-test's YAML): an agent uses a real CLI tool in a work directory.
+
+The path of one scenario: `load.py` validates the YAML against the shipped schema into a
+`Scenario`; `run.py` prepares a fresh work directory, runs the agent in the bubblewrap
+sandbox, then the three layers (`interaction.py`, `gates.py`, the judge) into a
+`ScenarioResult`; `summary.py` aggregates it and `report.py` lays it out. Node ids are
+`path/x.yaml::<name>[<model>]`, or `[<model>-<guidance file stem>]` when the scenario compares
+several AGENTS.md versions. The scenario machinery (jsonschema, gates, judge) is imported only
+when a scenario file is found.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmtool.agents import ModelSpec
+from pytest_llmtool.compat import item_tmp_path
+from pytest_llmtool.kinds import Kind, Problem
+from pytest_llmtool.records import ErrorRecord, EvalReport, ScenarioResult
+from pytest_llmtool.untrusted import wide_encoding
+
+if TYPE_CHECKING:
+    from pytest_llmtool.items import LlmItem
+    from pytest_llmtool.kinds.scenario.load import Scenario
+    from pytest_llmtool.kinds.scenario.run import ExternalAgent
+    from pytest_llmtool.state import RunState
+
+_SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
+_SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
+
+
+def looks_like_scenario(path: Path) -> bool:
+    """A YAML file with a top-level `task:` key: CI configs and rubrics have none.
+
+    Read as bytes, so a scenario with a stray non-UTF-8 byte (or saved as UTF-16) is still
+    collected and its item says what is wrong."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return False
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return bool(_SHAPE.search(raw.decode(wide[1], "replace").removeprefix("\ufeff")))
+    return bool(_SHAPE_BYTES.search(raw))
+
+
+class LlmtoolWarning(pytest.PytestWarning):
+    """Something about the evaluation that the user should know but that is not an error."""
+
+
+class ScenarioKind(Kind["Scenario", ScenarioResult]):
+    name = "scenario"
+    noun = "scenario"
+    result_type = ScenarioResult
+
+    def recognises(self, path: Path, state: RunState) -> bool:
+        if path.suffix not in (".yaml", ".yml"):
+            return False
+        if not any(path.match(p) for p in state.settings.scenario_patterns):
+            return False
+        return looks_like_scenario(path)
+
+    def load(self, path: Path) -> Iterator[tuple[int, Scenario | Problem]]:
+        from pytest_llmtool.kinds.scenario.load import ScenarioProblem, load_scenario
+
+        loaded = load_scenario(path)
+        if isinstance(loaded, ScenarioProblem):
+            yield 1, Problem(loaded.message, name=path.stem)
+        else:
+            yield 1, loaded
+
+    def task_id(self, work: Scenario) -> str:
+        return work.name
+
+    def category(self, work: Scenario) -> str:
+        return "scenario"
+
+    def labels(self, work: Scenario) -> list[tuple[str, Any]]:
+        return [(doc.stem, doc) for doc in work.guidance] or [("", None)]
+
+    def markers(
+        self, work: Scenario, state: RunState, config: pytest.Config
+    ) -> list[pytest.MarkDecorator]:
+        markers = [pytest.mark.llm(kind="scenario", tier=work.tier)]
+        for tag in work.tags:
+            markers += state.data_markers("tag", tag, config)
+        return markers
+
+    def skip_reason(self, work: Scenario, model: ModelSpec, state: RunState) -> str | None:
+        return None if state.settings.agent_cmd else model.skip_reason(work)
+
+    async def run(self, item: LlmItem, state: RunState) -> ScenarioResult:
+        from pytest_llmtool.kinds.scenario.run import ScenarioRun, run_scenario
+
+        scenario: Scenario = item.work
+        own_judge = scenario.judge.model if scenario.judge else None
+        judge = state.judge_named(own_judge or state.settings.judge_model)
+        if judge is not None and judge.name == item.model.name:
+            warnings.warn(
+                LlmtoolWarning(
+                    f"{scenario.name}: the judge ({judge.name}) is the model under test; "
+                    "it may favour its own work"
+                ),
+                stacklevel=1,
+            )
+        external = _external(state)
+        stem = f"{scenario.name}-{item.model.name}"[:40]
+        root = item_tmp_path(
+            item.config, "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+        )
+        result = await run_scenario(
+            ScenarioRun(
+                scenario=scenario,
+                model=item.model.name if external else item.model,
+                guidance=item.variant.detail,
+                root=root,
+                nodeid=item.nodeid,
+                max_turns=state.settings.max_turns,
+                trial=item.trial,
+                judge=judge,
+                external=external,
+                sandbox=state.settings.sandbox,
+            )
+        )
+        if result.trace is not None and result.trace.cost_usd:
+            state.budget.add(result.trace.cost_usd)
+        return result
+
+    def properties(self, result: ScenarioResult) -> list[tuple[str, object]]:
+        ev, m = result.evaluation, result.evaluation.interaction
+        return [
+            ("model", result.model),
+            ("scenario", result.scenario),
+            ("guidance", result.guidance),
+            ("trial", result.trial),
+            ("passed", result.passed),
+            ("gates_passed", ev.gates_passed),
+            ("gates_total", ev.gates_total),
+            ("judge_score", ev.judge_score),
+            ("composite_score", ev.composite_score),
+            ("total_commands", m.total_commands),
+            ("error_count", m.error_count),
+            ("help_invocations", m.help_invocations),
+            ("first_try_success_rate", m.first_try_success_rate),
+            ("completed", m.completed),
+            ("duration_ms", result.duration_ms),
+        ]
+
+    def failure(self, result: ScenarioResult) -> str:
+        from pytest_llmtool.kinds.scenario.run import failure_lines
+
+        return "\n".join(failure_lines(result))
+
+    def report_fields(
+        self, results: list[ScenarioResult], errors: list[ErrorRecord]
+    ) -> dict[str, Any]:
+        from pytest_llmtool.kinds.scenario.summary import summary_fields
+
+        return summary_fields(results)
+
+    def terminal_lines(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.scenario.report import terminal_lines
+
+        return terminal_lines(report) if report.scenarios else []
+
+    def markdown_summary(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.scenario.report import markdown_summary
+
+        return markdown_summary(report) if report.scenarios else []
+
+    def markdown_details(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.scenario.report import markdown_details
+
+        return markdown_details(report) if report.scenarios else []
+
+
+def _external(state: RunState) -> ExternalAgent | None:
+    """`--llm-agent-cmd`, with only the variables `--llm-agent-env` names."""
+    from pytest_llmtool.kinds.scenario.run import ExternalAgent
+
+    cmd = state.settings.agent_cmd
+    if cmd is None:
+        return None
+    passed = {n: os.environ[n] for n in state.settings.agent_env if n in os.environ}
+    return ExternalAgent(cmd, passed)

@@ -1,0 +1,150 @@
+"""Scenarios in the reports: the rows the terminal and Markdown share, and each scenario's
+three layers in `report.md`."""
+
+from __future__ import annotations
+
+from pytest_llmtool.records import EvalReport, ScenarioResult
+from pytest_llmtool.report.markdown import code, table, text
+from pytest_llmtool.report.terminal import format_table
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _label(result: ScenarioResult) -> str:
+    guidance = f" / {result.guidance}" if result.guidance else ""
+    return f"{result.scenario} [{result.model}{guidance}]"
+
+
+def scenario_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
+    """One row per scenario item: the outcome, then each layer."""
+    headers = [
+        "Scenario",
+        "Outcome",
+        "Gates",
+        "Judge",
+        "Composite",
+        "Cmds",
+        "Errors",
+        "Help",
+        "First-try",
+        "Completed",
+    ]
+    rows = []
+    for r in results:
+        ev, m = r.evaluation, r.evaluation.interaction
+        rows.append(
+            [
+                _label(r),
+                ev.outcome.upper(),
+                f"{ev.gates_passed}/{ev.gates_total}",
+                _score(ev.judge_score),
+                _score(ev.composite_score),
+                str(m.total_commands),
+                str(m.error_count),
+                str(m.help_invocations),
+                f"{m.first_try_success_rate:.0%}",
+                "yes" if m.completed else "no",
+            ]
+        )
+    return headers, rows
+
+
+def guidance_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
+    """The spec's "Comparing Guidance Versions": interaction metrics side by side."""
+    compared = sorted(
+        (r for r in results if r.guidance),
+        key=lambda r: (r.scenario, r.model, r.guidance or ""),
+    )
+    headers = [
+        "Scenario",
+        "Guidance",
+        "Error rate",
+        "Help",
+        "First-try",
+        "Iteration",
+        "Cmds",
+        "Outcome",
+    ]
+    rows = [
+        [
+            f"{r.scenario} [{r.model}]",
+            r.guidance or "",
+            f"{r.evaluation.interaction.error_rate:.2f}",
+            str(r.evaluation.interaction.help_invocations),
+            f"{r.evaluation.interaction.first_try_success_rate:.2f}",
+            f"{r.evaluation.interaction.iteration_ratio:.2f}",
+            str(r.evaluation.interaction.total_commands),
+            r.evaluation.outcome.upper(),
+        ]
+        for r in compared
+    ]
+    return headers, rows
+
+
+def terminal_lines(report: EvalReport) -> list[str]:
+    lines = format_table(*scenario_rows(report.scenarios))
+    headers, rows = guidance_rows(report.scenarios)
+    if rows:
+        lines += ["", "Guidance comparison:", *format_table(headers, rows)]
+    return lines
+
+
+def markdown_summary(report: EvalReport) -> list[str]:
+    lines = ["", "## Scenarios", "", *table(*scenario_rows(report.scenarios)), ""]
+    headers, rows = guidance_rows(report.scenarios)
+    if rows:
+        lines += ["## Guidance Comparison", "", *table(headers, rows), ""]
+    return lines
+
+
+def markdown_details(report: EvalReport) -> list[str]:
+    lines = ["## Scenario Details", ""]
+    for result in report.scenarios:
+        lines += _scenario_section(result)
+    return lines
+
+
+def _scenario_section(result: ScenarioResult) -> list[str]:
+    ev, m = result.evaluation, result.evaluation.interaction
+    guidance = f" / {text(result.guidance)}" if result.guidance else ""
+    title = f"{text(result.scenario)} [{text(result.model)}{guidance}]"
+    lines = [f"### {title}: {ev.outcome.upper()}", ""]
+    if ev.reason:
+        lines += [f"- Why: {text(ev.reason)}"]
+    lines += [f"- Artifacts: {code(result.artifacts)}", ""]
+    lines += ["Layer 1, interaction (informational):", ""]
+    lines += table(
+        ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration", "Completed"],
+        [
+            [
+                str(m.total_commands),
+                str(m.unique_commands),
+                str(m.error_count),
+                str(m.retry_count),
+                str(m.help_invocations),
+                f"{m.first_try_success_rate:.2f}",
+                f"{m.iteration_ratio:.2f}",
+                "yes" if m.completed else "no",
+            ]
+        ],
+    )
+    lines += ["", f"Layer 2, gates ({ev.gates_passed}/{ev.gates_total} passed):", ""]
+    lines += table(
+        ["Result", "Gate", "Message"],
+        [["PASS" if g.passed else "FAIL", g.gate_type, g.message] for g in ev.gates],
+    )
+    lines += ["", f"Layer 3, judge: {text(ev.judge_verdict or 'not enabled')}"]
+    if ev.judge_response is not None:
+        judged = ev.judge_response
+        lines += [
+            "",
+            *table(["Criterion", "Score"], [[k, f"{v:.2f}"] for k, v in judged.scores.items()]),
+        ]
+        lines += [f"- Issue: {text(issue)}" for issue in judged.issues]
+        lines += [f"- Highlight: {text(item)}" for item in judged.highlights]
+    if ev.composite_score is not None:
+        lines += ["", f"Composite score: {ev.composite_score:.2f}"]
+    lines += [f"- Note: {text(note)}" for note in result.notes]
+    return [*lines, ""]

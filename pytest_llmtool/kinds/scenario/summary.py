@@ -1,0 +1,53 @@
+"""Aggregation of scenario results: per model, passes, gates, judge and interaction means."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_llmtool.records import ScenarioResult, ScenarioSummary
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
+    s = ScenarioSummary(scenarios=len(results))
+    judge_scores: list[float] = []
+    composites: list[float] = []
+    for r in results:
+        ev, m = r.evaluation, r.evaluation.interaction
+        s.passed += r.passed
+        s.gates_passed += ev.gates_passed
+        s.gates_total += ev.gates_total
+        if ev.judge_score is not None:
+            judge_scores.append(ev.judge_score)
+        if ev.composite_score is not None:
+            composites.append(ev.composite_score)
+        s.total_commands += m.total_commands
+        s.error_count += m.error_count
+        s.help_invocations += m.help_invocations
+        s.completed += m.completed
+        s.mean_first_try_success_rate += m.first_try_success_rate
+        s.mean_iteration_ratio += m.iteration_ratio
+    s.judged = len(judge_scores)
+    s.mean_judge_score = _mean(judge_scores)
+    s.mean_composite_score = _mean(composites)
+    s.mean_first_try_success_rate = _ratio(s.mean_first_try_success_rate, len(results))
+    s.mean_iteration_ratio = _ratio(s.mean_iteration_ratio, len(results))
+    return s
+
+
+def summary_fields(results: list[ScenarioResult]) -> dict[str, Any]:
+    """The scenario part of the run report: every result, and a summary per model."""
+    return {
+        "scenarios": results,
+        "scenario_summary": {
+            model: build_scenario_summary([r for r in results if r.model == model])
+            for model in dict.fromkeys(r.model for r in results)
+        },
+    }

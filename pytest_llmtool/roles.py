@@ -1,0 +1,216 @@
+"""The two roles a pytest process plays, as pytest-xdist splits them.
+
+Every process (a plain run, the xdist controller, each worker) has a `Runner`: it starts item
+runs ahead of pytest (the concurrency window), puts each finished item's result on its report
+as JSON-native data, and closes the event loop and clients at the end. The process that
+reports (a plain run or the controller) also has a `Controller`: it takes the results off the
+reports as they arrive (so it sees the same thing with or without xdist), journals each one,
+builds the run report at session finish and hands it to the writers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import platform
+import shutil
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_llmtool
+from pytest_llmtool.compat import xdist_pending
+from pytest_llmtool.items import BadInputItem, LlmItem
+from pytest_llmtool.journal import JOURNAL_NAME, JournalWriter
+from pytest_llmtool.kinds import Kind
+from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
+from pytest_llmtool.report import Writer
+from pytest_llmtool.state import STATE_KEY
+
+SPEND_DIR_KEY = "llmtool_spend_dir"
+RESULT_ATTR = "llmtool_result"
+ERROR_ATTR = "llmtool_error"
+KINDS_KEY = pytest.StashKey[list[Kind[Any, Any]]]()
+WRITERS_KEY = pytest.StashKey[list[Writer]]()
+
+
+class Runner:
+    """Per process: start runs ahead of pytest, attach results to reports, clean up."""
+
+    def __init__(self, spend_dir: Path | None) -> None:
+        self.spend_dir = spend_dir
+        self._positions: dict[str, int] | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: tell each worker where the run's spend is tallied."""
+        if self.spend_dir is not None:
+            node.workerinput[SPEND_DIR_KEY] = str(self.spend_dir)
+
+    def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
+        """The items this process will run next, this one first, as far as it can tell."""
+        session = item.session
+        pending = xdist_pending(item.config)
+        if pending is not None:
+            return [item, *([nextitem] if nextitem else []), *(session.items[i] for i in pending)]
+        if self._positions is None:
+            self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
+        start = self._positions.get(item.nodeid)
+        return [item] if start is None else session.items[start:]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if not isinstance(item, LlmItem):
+            return
+        window = item.config.stash[STATE_KEY].settings.concurrency
+        if window == 1 or item.session.shouldstop or item.session.shouldfail:
+            return
+        # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
+        # started runs are left unreported.
+        for upcoming in self._upcoming(item, nextitem)[:window]:
+            if isinstance(upcoming, LlmItem):
+                upcoming.start()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if isinstance(item, LlmItem) and item.result is not None:
+            if report.when == "setup":
+                # The setup may have only waited for a run started earlier: report how long
+                # the task itself ran.
+                report.duration = item.ran_ms / 1000
+            elif report.when == "call":
+                data = item.result.model_dump(mode="json")
+                setattr(report, RESULT_ATTR, {"kind": item.kind.name, "data": data})
+                item.result = None  # the report now carries it
+        failed_setup = report.when == "setup" and report.failed
+        if failed_setup and isinstance(item, LlmItem | BadInputItem):
+            setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
+        return report
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        config.stash[STATE_KEY].close()
+        if self.spend_dir is not None and not hasattr(config, "workerinput"):
+            shutil.rmtree(self.spend_dir, ignore_errors=True)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class Controller:
+    """On the reporting process only: collect and journal results, build the report, write."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.kinds: list[Kind[Any, Any]] = config.stash[KINDS_KEY]
+        self.results: dict[str, list[ItemResult]] = {kind.name: [] for kind in self.kinds}
+        self.errors: list[ErrorRecord] = []
+        self.started = dt.datetime.now(dt.UTC)
+        self.report: EvalReport | None = None
+        self.written: list[Path] = []
+        self.journal: JournalWriter | None = None
+
+    def _journal_path(self) -> Path | None:
+        """`results.jsonl` next to the reports, else in pytest's cache (when it is enabled)."""
+        report_dir = self.config.stash[STATE_KEY].settings.report_dir
+        if report_dir is not None:
+            return report_dir / JOURNAL_NAME
+        cache: pytest.Cache | None = getattr(self.config, "cache", None)
+        return None if cache is None else cache.mkdir("llmtool") / JOURNAL_NAME
+
+    def _record(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
+        """Journal a finished item at once, so that even a killed run keeps it. The journal
+        is started by the first one: a run without LLM items leaves the last journal be."""
+        if self.journal is None:
+            path = self._journal_path()
+            if path is None:
+                return
+            params = self.config.invocation_params
+            self.journal = JournalWriter(
+                path,
+                {
+                    "plugin": pytest_llmtool.__version__,
+                    "started": self.started.isoformat(timespec="seconds"),
+                    "models": [m.name for m in self.config.stash[STATE_KEY].settings.models],
+                    "args": list(params.args),
+                    "invocation_dir": str(params.dir),
+                },
+            )
+        self.journal.append(kind, nodeid, data)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # After every other plugin, and journalled last: an interrupt landing in the middle
+        # may cost the journal a line, but what is journalled is in JUnit and the report too.
+        # Taken off the report: pytest keeps every report to the end, and one copy of each
+        # result (with its whole trace) is enough.
+        carried = report.__dict__.pop(RESULT_ATTR, None)
+        if carried is not None:
+            kind = next(k for k in self.kinds if k.name == carried["kind"])
+            self.results[kind.name].append(kind.result_type.model_validate(carried["data"]))
+            self._record(kind.name, report.nodeid, carried["data"])
+        error = getattr(report, ERROR_ATTR, None)
+        if error is not None:
+            self.errors.append(ErrorRecord.model_validate(error))
+            self._record("error", report.nodeid, error)
+
+    def _metadata(self, exitstatus: int) -> RunMetadata:
+        settings = self.config.stash[STATE_KEY].settings
+        return RunMetadata(
+            plugin=pytest_llmtool.__version__,
+            pytest=pytest.__version__,
+            python=platform.python_version(),
+            bashkit=_version("bashkit"),
+            sdks={name: v for name in ("anthropic", "openai") if (v := _version(name))},
+            models=[
+                ModelInfo(name=m.name, provider=m.provider, model_id=m.model_id)
+                for m in settings.models
+            ],
+            max_turns=settings.max_turns,
+            trials=settings.trials,
+            command_line=list(self.config.invocation_params.args),
+            started=self.started.isoformat(timespec="seconds"),
+            finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            exit_status=int(exitstatus),
+        )
+
+    def build_report(self, exitstatus: int) -> EvalReport:
+        fields: dict[str, Any] = {}
+        for kind in self.kinds:
+            for name, value in kind.report_fields(self.results[kind.name], self.errors).items():
+                if name in EvalReport.model_fields:
+                    fields[name] = value
+                else:
+                    fields.setdefault("extensions", {}).setdefault(kind.name, {})[name] = value
+        return EvalReport(metadata=self._metadata(exitstatus), errors=self.errors, **fields)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.journal is not None:
+            self.journal.close()
+        if not (self.errors or any(self.results.values())):
+            return
+        # Runs even when the session was interrupted, so a partial run still leaves a report.
+        self.report = self.build_report(exitstatus)
+        directory = self.config.stash[STATE_KEY].settings.report_dir
+        for writer in self.config.stash[WRITERS_KEY]:
+            self.written += writer.files(self.report, self.kinds, directory)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.report is None:
+            return
+        terminalreporter.write_sep("=", "llmtool eval summary")
+        for writer in self.config.stash[WRITERS_KEY]:
+            for line in writer.terminal(self.report, self.kinds):
+                terminalreporter.write_line(line)
+        if self.written:
+            terminalreporter.write_line("")
+            terminalreporter.write_line("report: " + ", ".join(str(p) for p in self.written))
