@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from fake_llm_server import FakeLLMServer, Turn
-from test_plugin import write_dataset
+from helpers import write_dataset
 
 from pytest_llmtool.agents.base import ChatRequest
 from pytest_llmtool.agents.replay import CallStore, ReplayCorrupt
@@ -558,14 +557,6 @@ def test_a_corrupt_recording_is_an_agent_error_naming_the_file(
     with pytest.raises(ReplayCorrupt) as excinfo:
         store.load("m", "t", 0, request)
     assert matches(str(excinfo.value), f"recording {path} {message}"), excinfo.value
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-input")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-        yield fake
 
 
 def test_corrupt_recordings_error_on_their_items_under_replay(

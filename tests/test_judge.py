@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,12 +338,6 @@ def test_a_threshold_outside_0_1_is_refused() -> None:
 
 
 # --------------------------------------------------------------------------- real SDKs, fake server
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        yield fake
 
 
 async def _judge_live(

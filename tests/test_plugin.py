@@ -2,68 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-# Four tasks whose scores under each agent are worked out by hand:
-#   oracle: alpha 4/4 pass, beta 2.5/2.5 pass, gamma 1/2 fail, delta skipped (no solution)
-#   nop:    alpha 0/4 fail, beta 1.5/2.5 fail, gamma 0/2 fail, delta 1/1 pass
-TASKS: list[dict[str, Any]] = [
-    {
-        "id": "alpha",
-        "category": "files",
-        "description": "copy a file and count its lines",
-        "prompt": "Copy /in/a.txt to /out/b.txt and print its line count.",
-        "files": {"/in/a.txt": "x\ny\n"},
-        "expectations": [
-            {"check": "exit_code:0"},
-            {"check": "file_exists:/out/b.txt", "weight": 2},
-            {"check": "stdout_contains:2"},
-        ],
-        "solution": ["mkdir -p /out && cp /in/a.txt /out/b.txt", "wc -l < /out/b.txt"],
-    },
-    {
-        "id": "beta",
-        "category": "text",
-        "description": "greet",
-        "prompt": "Say hello.",
-        "expectations": [
-            {"check": "stdout_contains:hello"},
-            {"check": "stderr_empty", "weight": 0.5},
-            {"check": "tool_calls_max:5"},
-        ],
-        "solution": "echo hello",
-    },
-    {
-        "id": "gamma",
-        "category": "text",
-        "description": "a task the reference gets half right",
-        "prompt": "Show /in/c.txt.",
-        "files": {"/in/c.txt": "abc"},
-        "expectations": [{"check": "exit_code:0"}, {"check": "file_contains:/in/c.txt:zzz"}],
-        "solution": ["cat /in/c.txt"],
-    },
-    {
-        "id": "delta",
-        "category": "misc",
-        "description": "no solution: the oracle skips it, nop passes it",
-        "prompt": "Do nothing.",
-        "expectations": [{"check": "exit_code:-1"}],
-    },
-]
-
-
-def write_dataset(pytester: pytest.Pytester, lines: list[Any], name: str = "data") -> Path:
-    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
-    return pytester.makefile(".jsonl", **{name: text + "\n"})
-
-
-def read_report(pytester: pytest.Pytester, directory: str = "out") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((pytester.path / directory / "report.json").read_text())
-    return data
+from helpers import TASKS, read_report, write_dataset
 
 
 def _scores(report: dict[str, Any]) -> dict[str, tuple[float, float]]:
@@ -71,11 +14,6 @@ def _scores(report: dict[str, Any]) -> dict[str, tuple[float, float]]:
         f"{r['task_id']}[{r['model']}]": (r["score"]["score"], r["score"]["max_score"])
         for r in report["results"]
     }
-
-
-@pytest.fixture
-def dataset(pytester: pytest.Pytester) -> Path:
-    return write_dataset(pytester, TASKS)
 
 
 def test_collects_one_item_per_task_and_model(pytester: pytest.Pytester, dataset: Path) -> None:
@@ -183,7 +121,9 @@ def test_report_json_carries_the_documented_fields(
         "errors",
         "scenarios",
         "scenario_summary",
+        "trials",
         "extensions",
+        "budget",
     }
     assert report["metadata"]["models"] == [
         {"name": "oracle", "provider": "offline", "model_id": "oracle"}

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm_server import FakeLLMServer, Fault, Turn
-from test_plugin import TASKS, read_report, write_dataset
-from test_scenarios import project, scenario, write_scenario  # noqa: F401 (`project` is a fixture)
+from helpers import SERVER_KEY, TASKS, read_report, scenario, write_dataset, write_scenario
 
 from pytest_llmtool.pricing import DEFAULT_PRICES
 from pytest_llmtool.records import Usage
 
-SECRET = "sk-test-DO-NOT-LEAK-4f9c2a"
+SECRET = SERVER_KEY
 ALPHA, BETA = TASKS[0], TASKS[1]
 
 # (model name on the command line, price-table entry, whether the protocol has cache writes)
@@ -50,16 +48,6 @@ BETA_TURNS = [
     Turn(tool_calls=["echo hello", "echo oops >&2"], input_tokens=500, output_tokens=20),
     Turn(text="done", input_tokens=600, output_tokens=5),
 ]
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_url)
-        yield fake
 
 
 def _prompt_input(turn: Turn, anthropic: bool) -> int:
@@ -306,9 +294,10 @@ def test_max_cost_stops_new_tasks_and_still_reports(
         "--llm-report=out",
         "-rs",
     )
-    result.assert_outcomes(failed=1, skipped=3)
+    # t0's first call spends $0.0006: its second is refused (an error), the rest never start.
+    result.assert_outcomes(errors=1, skipped=3)
     result.stdout.fnmatch_lines(["*--llm-max-cost reached: $0.00* spent of $0.0001*"])
-    assert len(read_report(pytester)["results"]) == 1
+    assert len(read_report(pytester)["errors"]) == 1
 
 
 def test_stop_on_first_failure_bounds_the_tasks_paid_for(
@@ -442,10 +431,11 @@ def test_max_cost_is_shared_across_xdist_workers(
         "2",
     )
     outcomes = result.parseoutcomes()
-    # Each worker may have one task in flight when the other crosses the limit.
-    assert outcomes.get("failed", 0) <= 2
-    assert outcomes.get("failed", 0) + outcomes.get("skipped", 0) == 10
-    assert len(read_report(pytester)["results"]) == outcomes.get("failed", 0)
+    # Each worker may have one task in flight when the other crosses the limit; a task in
+    # flight makes no call after it (an error).
+    assert outcomes.get("errors", 0) <= 2
+    assert outcomes.get("errors", 0) + outcomes.get("skipped", 0) == 10
+    assert len(read_report(pytester)["errors"]) == outcomes.get("errors", 0)
 
 
 def test_a_hung_server_costs_no_more_than_the_retry_budget(
@@ -486,7 +476,7 @@ def test_a_hung_attempt_is_cut_by_the_call_timeout_and_retried(
 )
 def test_a_scenario_whose_provider_fails_is_an_error_not_a_verdict(
     pytester: pytest.Pytester,
-    project: Path,  # noqa: F811 (the fixture imported above)
+    project: Path,
     server: FakeLLMServer,
     faults: list[Fault],
     message: str,

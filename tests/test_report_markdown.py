@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_plugin import write_dataset
+from helpers import write_dataset
 
 from pytest_llmtool.report.markdown import Code, code, table, text
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_plugin import read_report
-from test_scenarios import NOTE_TOOL, scenario, write_scenario
+from helpers import read_report, scenario, write_scenario
 
 from pytest_llmtool.sandbox.isolated import (
     BwrapUnavailable,
@@ -294,17 +293,6 @@ def test_no_process_outlives_a_cancellation(item_root: Path) -> None:
 
 
 # --- scenario items ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    root = pytester.path
-    (root / "bin").mkdir()
-    tool = root / "bin" / "note"
-    tool.write_text(NOTE_TOOL)
-    tool.chmod(0o755)
-    (root / "template").mkdir()
-    return root
 
 
 def _with_gates(solution: list[str], *gates: dict[str, Any], **extra: Any) -> dict[str, Any]:

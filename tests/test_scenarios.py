@@ -5,96 +5,15 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fake_llm_server import FakeLLMServer, Turn
-from test_plugin import read_report
+from helpers import PROMPT, read_report, scenario, write_scenario
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "llm-tool-test"
 SECRET = "sk-test-SCENARIO-SECRET-77"
-
-NOTE_TOOL = """\
-#!/bin/bash
-# A tiny note tool: one note per line in ./notes.txt.
-case "$1" in
-  add) shift; echo "$*" >> notes.txt; echo "added: $*";;
-  list)
-    if [ "$2" = "--json" ]; then
-      printf '['; sep=""
-      [ -f notes.txt ] && while read -r line; do
-        printf '%s"%s"' "$sep" "$line"; sep=","
-      done < notes.txt
-      printf ']\\n'
-    else
-      cat notes.txt 2>/dev/null
-    fi;;
-  --help|help) echo "usage: note add TEXT | note list [--json]";;
-  *) echo "note: unknown command '$1'" >&2; exit 2;;
-esac
-"""
-
-RUBRIC = """\
-criteria:
-  - id: correctness
-    weight: 0.6
-    description: The notes hold what was asked.
-  - id: efficiency
-    weight: 0.4
-    description: No wasted commands.
-"""
-
-PROMPT = "Add the notes 'milk' and 'eggs'."
-
-
-def scenario(**overrides: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "name": "add_notes",
-        "description": "Add two notes",
-        "tags": ["smoke"],
-        "template_folder": "template",
-        "target": {"binary": "bin/note", "command_pattern": "note\\s+(\\S+)"},
-        "task": {"prompt": PROMPT},
-        "evaluation": {
-            "gates": [
-                {
-                    "type": "command_json_path",
-                    "command": "note list --json",
-                    "path": "$",
-                    "assertion": "len == 2",
-                },
-                {"type": "file_contains", "path": "notes.txt", "substring": "eggs"},
-                {"type": "no_transcript_errors"},
-            ]
-        },
-        "solution": ["note --help", "note add milk", "note add eggs"],
-    }
-    data.update(overrides)
-    return data
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    root = pytester.path
-    (root / "bin").mkdir()
-    tool = root / "bin" / "note"
-    tool.write_text(NOTE_TOOL)
-    tool.chmod(0o755)
-    (root / "template").mkdir()
-    (root / "template" / "README").write_text("a project\n")
-    (root / "rubric.yaml").write_text(RUBRIC)
-    (root / "v1.md").write_text("Use note.\n")
-    (root / "v2.md").write_text("Add a note with `note add TEXT`.\n")
-    return root
-
-
-def write_scenario(root: Path, data: dict[str, Any] | str, name: str = "scenario") -> Path:
-    path = root / f"{name}.yaml"
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def test_oracle_passes_and_nop_fails_the_right_gates(
@@ -348,16 +267,6 @@ def test_external_agent_command(pytester: pytest.Pytester, project: Path) -> Non
     assert metrics["completed"] is True
     transcript = (Path(run["artifacts"]) / "transcript.txt").read_text()
     assert transcript.startswith("model=my-agent-model cwd=")
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_url)
-        yield fake
 
 
 def test_interaction_metrics_of_a_scripted_conversation(

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_plugin import TASKS, write_dataset
+from helpers import TASKS, write_dataset
 
 from pytest_llmtool.journal import JOURNAL_VERSION, JournalWriter, read_journal
 from pytest_llmtool.signals import TermAsInterrupt

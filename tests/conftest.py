@@ -1,0 +1,44 @@
+"""Fixtures every test module may use; shared data and plain functions are in `helpers.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm_server import FakeLLMServer
+from helpers import NOTE_TOOL, RUBRIC, SERVER_KEY, TASKS, write_dataset
+
+
+@pytest.fixture
+def dataset(pytester: pytest.Pytester) -> Path:
+    """`data.jsonl` holding `TASKS`, in the pytester directory."""
+    return write_dataset(pytester, TASKS)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    """A scenario project in the pytester directory: the note tool, a template folder, a
+    rubric and two guidance documents (`helpers.scenario()` uses them)."""
+    root = pytester.path
+    (root / "bin").mkdir()
+    tool = root / "bin" / "note"
+    tool.write_text(NOTE_TOOL)
+    tool.chmod(0o755)
+    (root / "template").mkdir()
+    (root / "template" / "README").write_text("a project\n")
+    (root / "rubric.yaml").write_text(RUBRIC)
+    (root / "v1.md").write_text("Use note.\n")
+    (root / "v2.md").write_text("Add a note with `note add TEXT`.\n")
+    return root
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+    """The fake LLM server, with both SDKs pointed at it by the environment."""
+    with FakeLLMServer() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", SERVER_KEY)
+        monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_url)
+        yield fake

@@ -1,0 +1,170 @@
+"""Data and plain functions the test modules share; the fixtures are in `conftest.py`.
+
+Imported explicitly (`from helpers import ...`): test modules never import each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from pytest_llmtool.records import SCHEMA_PATH
+
+# The API key the `server` fixture puts in the environment: no output may ever show it.
+SERVER_KEY = "sk-test-DO-NOT-LEAK-4f9c2a"
+
+# Four tasks whose scores under each agent are worked out by hand:
+#   oracle: alpha 4/4 pass, beta 2.5/2.5 pass, gamma 1/2 fail, delta skipped (no solution)
+#   nop:    alpha 0/4 fail, beta 1.5/2.5 fail, gamma 0/2 fail, delta 1/1 pass
+TASKS: list[dict[str, Any]] = [
+    {
+        "id": "alpha",
+        "category": "files",
+        "description": "copy a file and count its lines",
+        "prompt": "Copy /in/a.txt to /out/b.txt and print its line count.",
+        "files": {"/in/a.txt": "x\ny\n"},
+        "expectations": [
+            {"check": "exit_code:0"},
+            {"check": "file_exists:/out/b.txt", "weight": 2},
+            {"check": "stdout_contains:2"},
+        ],
+        "solution": ["mkdir -p /out && cp /in/a.txt /out/b.txt", "wc -l < /out/b.txt"],
+    },
+    {
+        "id": "beta",
+        "category": "text",
+        "description": "greet",
+        "prompt": "Say hello.",
+        "expectations": [
+            {"check": "stdout_contains:hello"},
+            {"check": "stderr_empty", "weight": 0.5},
+            {"check": "tool_calls_max:5"},
+        ],
+        "solution": "echo hello",
+    },
+    {
+        "id": "gamma",
+        "category": "text",
+        "description": "a task the reference gets half right",
+        "prompt": "Show /in/c.txt.",
+        "files": {"/in/c.txt": "abc"},
+        "expectations": [{"check": "exit_code:0"}, {"check": "file_contains:/in/c.txt:zzz"}],
+        "solution": ["cat /in/c.txt"],
+    },
+    {
+        "id": "delta",
+        "category": "misc",
+        "description": "no solution: the oracle skips it, nop passes it",
+        "prompt": "Do nothing.",
+        "expectations": [{"check": "exit_code:-1"}],
+    },
+]
+
+
+def write_dataset(pytester: pytest.Pytester, lines: list[Any], name: str = "data") -> Path:
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    return pytester.makefile(".jsonl", **{name: text + "\n"})
+
+
+@functools.cache
+def _validator(closed: bool) -> Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return Draft202012Validator(_closed(schema) if closed else schema)
+
+
+def _closed(schema: Any) -> Any:
+    """The schema with no room for keys it does not name (objects with `properties` only):
+    a report that validates against it is wholly described by the schema."""
+    if isinstance(schema, list):
+        return [_closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {k: _closed(v) for k, v in schema.items()}
+    if "properties" in closed:
+        closed.setdefault("additionalProperties", False)
+    return closed
+
+
+def schema_errors(report: Any, closed: bool = False) -> list[str]:
+    """Where `report` breaks the shipped `report.schema.json`, one line per problem."""
+    errors = _validator(closed).iter_errors(report)
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
+
+
+def read_report(pytester: pytest.Pytester, directory: str = "out") -> dict[str, Any]:
+    """`report.json` of the last run, checked against the shipped schema on the way."""
+    data: dict[str, Any] = json.loads((pytester.path / directory / "report.json").read_text())
+    assert not schema_errors(data), schema_errors(data)[:5]
+    return data
+
+
+NOTE_TOOL = """\
+#!/bin/bash
+# A tiny note tool: one note per line in ./notes.txt.
+case "$1" in
+  add) shift; echo "$*" >> notes.txt; echo "added: $*";;
+  list)
+    if [ "$2" = "--json" ]; then
+      printf '['; sep=""
+      [ -f notes.txt ] && while read -r line; do
+        printf '%s"%s"' "$sep" "$line"; sep=","
+      done < notes.txt
+      printf ']\\n'
+    else
+      cat notes.txt 2>/dev/null
+    fi;;
+  --help|help) echo "usage: note add TEXT | note list [--json]";;
+  *) echo "note: unknown command '$1'" >&2; exit 2;;
+esac
+"""
+
+RUBRIC = """\
+criteria:
+  - id: correctness
+    weight: 0.6
+    description: The notes hold what was asked.
+  - id: efficiency
+    weight: 0.4
+    description: No wasted commands.
+"""
+
+PROMPT = "Add the notes 'milk' and 'eggs'."
+
+
+def scenario(**overrides: Any) -> dict[str, Any]:
+    """A scenario for the `project` fixture's note tool; the oracle passes it."""
+    data: dict[str, Any] = {
+        "name": "add_notes",
+        "description": "Add two notes",
+        "tags": ["smoke"],
+        "template_folder": "template",
+        "target": {"binary": "bin/note", "command_pattern": "note\\s+(\\S+)"},
+        "task": {"prompt": PROMPT},
+        "evaluation": {
+            "gates": [
+                {
+                    "type": "command_json_path",
+                    "command": "note list --json",
+                    "path": "$",
+                    "assertion": "len == 2",
+                },
+                {"type": "file_contains", "path": "notes.txt", "substring": "eggs"},
+                {"type": "no_transcript_errors"},
+            ]
+        },
+        "solution": ["note --help", "note add milk", "note add eggs"],
+    }
+    data.update(overrides)
+    return data
+
+
+def write_scenario(root: Path, data: dict[str, Any] | str, name: str = "scenario") -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
