@@ -23,7 +23,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -258,6 +258,18 @@ def _check_object_schema(schema: Any, where: str, name: str, *, openai: bool) ->
     raise _Reject(f"{where}: JSON schema is invalid - 'type' must be 'object' (got {kind!r})")
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
 def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
     if isinstance(content, str):
         return content
@@ -313,6 +325,10 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Turn]] = dict(script or {})
         self._partial: dict[str, list[Turn]] = {}
+        # script_attempts: each prompt's attempts not yet started, and the attempt (its turns)
+        # that issued each id, so a conversation's later requests stay with its attempt.
+        self._attempts: dict[str, deque[list[Turn]]] = {}
+        self._owner: dict[str, list[Turn]] = {}
         self._faults: deque[Fault] = deque()
         self._requests: list[RecordedRequest] = []
         # Responses API state: reasoning items we issued, and which output items need theirs.
@@ -378,6 +394,13 @@ class FakeLLMServer:
         with self._lock:
             self._partial[fragment] = list(turns)
 
+    def script_attempts(self, prompt: str, attempts: list[list[Turn]]) -> None:
+        """Script each conversation with ``prompt`` differently: the n-th conversation to start
+        gets ``attempts[n]`` (cycling), as repeated trials of one task would. A conversation's
+        later requests are told apart by the ids its earlier replies issued."""
+        with self._lock:
+            self._attempts[prompt] = deque(list(turns) for turns in attempts)
+
     def fail_next(self, *faults: Fault) -> None:
         """Queue faults: each following request consumes one, in order, before normal handling."""
         with self._lock:
@@ -388,6 +411,8 @@ class FakeLLMServer:
         with self._lock:
             self._scripts.clear()
             self._partial.clear()
+            self._attempts.clear()
+            self._owner.clear()
             self._faults.clear()
             self._requests.clear()
             self._issued_reasoning.clear()
@@ -408,8 +433,16 @@ class FakeLLMServer:
                 return self._faults.popleft()
             return None
 
-    def _turns(self, prompt: str | None) -> list[Turn]:
+    def _turns(self, prompt: str | None, body: Any) -> list[Turn]:
         with self._lock:
+            attempts = self._attempts.get(prompt) if prompt is not None else None
+            if attempts:
+                owners = (self._owner.get(s) for s in _strings(body))
+                started = next((turns for turns in owners if turns is not None), None)
+                if started is not None:
+                    return started
+                attempts.rotate(-1)
+                return attempts[-1]
             turns = self._scripts.get(prompt) if prompt is not None else None
             if turns is None and prompt is not None:
                 turns = next((t for f, t in self._partial.items() if f in prompt), None)
@@ -417,6 +450,13 @@ class FakeLLMServer:
             shown = prompt if prompt is None or len(prompt) <= 200 else prompt[:200] + "..."
             raise _Reject(f"no script for prompt {shown!r}")
         return turns
+
+    def _own(self, turns: list[Turn], reply: dict[str, Any]) -> None:
+        """Remember which attempt issued the reply's ids (tool calls, messages)."""
+        with self._lock:
+            if any(turns is a for attempts in self._attempts.values() for a in attempts):
+                ids = (s for s in _strings(reply) if s.startswith(("toolu_", "call_", "fc_")))
+                self._owner.update(dict.fromkeys(ids, turns))
 
     def _handle(self, protocol: Protocol, headers: Mapping[str, str], body: Any) -> _Reply:
         if protocol == "anthropic":
@@ -447,7 +487,7 @@ class FakeLLMServer:
         tool_names = _validate_anthropic(body)
         messages: list[dict[str, Any]] = body["messages"]
         prompt = _text_of(messages[0].get("content"), ("text",))
-        turns = self._turns(prompt)
+        turns = self._turns(prompt, body)
         index = sum(1 for m in messages if m.get("role") == "assistant")
         turn = turns[index] if index < len(turns) else Turn(text="done")
         if turn.tool_calls and not tool_names:
@@ -487,6 +527,7 @@ class FakeLLMServer:
                 "service_tier": "standard",
             },
         }
+        self._own(turns, message)
         return _json_reply(200, message, {"request-id": _rand("req_")})
 
     # ----------------------------------------------------------------------- Chat Completions
@@ -496,7 +537,7 @@ class FakeLLMServer:
         messages: list[dict[str, Any]] = body["messages"]
         first_user = next((m for m in messages if m.get("role") == "user"), None)
         prompt = None if first_user is None else _text_of(first_user.get("content"), ("text",))
-        turns = self._turns(prompt)
+        turns = self._turns(prompt, body)
         index = sum(1 for m in messages if m.get("role") == "assistant")
         turn = turns[index] if index < len(turns) else Turn(text="done")
         if turn.tool_calls and not tool_names:
@@ -551,6 +592,7 @@ class FakeLLMServer:
             "service_tier": "default",
             "system_fingerprint": "fp_fake",
         }
+        self._own(turns, completion)
         return _json_reply(200, completion, {"x-request-id": _rand("req_")})
 
     # ----------------------------------------------------------------------- Responses
@@ -572,7 +614,7 @@ class FakeLLMServer:
         prompt = (
             None if first_user is None else _text_of(first_user.get("content"), ("input_text",))
         )
-        turns = self._turns(prompt)
+        turns = self._turns(prompt, body)
         index = _count_response_turns(items)
         turn = turns[index] if index < len(turns) else Turn(text="done")
         if turn.tool_calls and not tool_names:
@@ -668,6 +710,7 @@ class FakeLLMServer:
             "user": None,
             "metadata": {},
         }
+        self._own(turns, response)
         return _json_reply(200, response, {"x-request-id": _rand("req_")})
 
 
