@@ -1,7 +1,10 @@
-"""`--llm-max-cost`: once the run has spent the limit, no new task starts.
+"""`--llm-max-cost`: once the run has spent the limit, no task makes another model call.
 
-Under xdist each process writes what it has spent to its own file in a directory the
-controller hands to every worker, so every process sees the whole run's spend.
+Every model call (an agent's turn, a judge's answer) checks the budget before it starts and
+adds its cost as soon as it returns, so tasks running side by side stop at their next call
+rather than at their end: the overshoot is at most the calls already under way. Under xdist
+each process writes what it has spent to its own file in a directory the controller hands to
+every worker, so every process sees the whole run's spend.
 """
 
 from __future__ import annotations
@@ -9,6 +12,13 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+
+from pytest_llmtool.agents.base import AgentError
+from pytest_llmtool.records import BudgetSummary
+
+
+class BudgetExhausted(AgentError):
+    """A model call was about to start after the run had spent `--llm-max-cost`."""
 
 
 class Budget:
@@ -46,3 +56,15 @@ class Budget:
         if spent >= self.limit:
             return f"--llm-max-cost reached: ${spent:.4f} spent of ${self.limit:.4f}"
         return None
+
+    def check(self) -> None:
+        """Refuse a model call once the limit is reached: the task ends as an error."""
+        reason = self.exhausted_reason()
+        if reason is not None:
+            raise BudgetExhausted(f"{reason}; the task was stopped before its next model call")
+
+    def summary(self) -> BudgetSummary | None:
+        """The limit and the run's spend for the report; None without a limit."""
+        if self.limit is None:
+            return None
+        return BudgetSummary(limit_usd=self.limit, spent_usd=self.spent())

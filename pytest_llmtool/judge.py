@@ -1,6 +1,6 @@
 """Layer 3, LLM-as-judge: a separate model grades a transcript against a weighted rubric.
 
-Upstream trusted whatever JSON the judge printed. Here the answer is checked against a schema
+llm-tool-test trusted whatever JSON the judge printed. Here the answer is checked against a schema
 built from the rubric itself (every criterion id exactly once, every number within 0..1), the
 weighted score is recomputed from the per-criterion scores rather than taken from the model,
 and an invalid answer gets one corrective retry before the judge counts as failed.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +18,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.records import JudgeResponse, Message, TextBlock
+from pytest_llmtool.budget import Budget
+from pytest_llmtool.loop import metered_chat
+from pytest_llmtool.pricing import Price
+from pytest_llmtool.records import JudgeResponse, LLMCallMetrics, Message, TextBlock
 from pytest_llmtool.safe_yaml import UnsafeYaml, load_yaml
 
 WEIGHT_TOLERANCE = 0.01
@@ -237,7 +240,10 @@ def judge_prompt(
 
 @dataclass(frozen=True)
 class JudgeVerdict:
-    """The judge layer's outcome; `response` is None when the judge never answered validly."""
+    """The judge layer's outcome; `response` is None when the judge never answered validly.
+
+    `calls` is what asking cost (bookkeeping, not part of the verdict: a replayed run gives
+    an equal verdict at other latencies)."""
 
     response: JudgeResponse | None
     passed: bool
@@ -245,6 +251,7 @@ class JudgeVerdict:
     message: str
     reported_weighted_score: float | None
     attempts: int
+    calls: tuple[LLMCallMetrics, ...] = field(default=(), compare=False)
 
 
 def _loads(text: str) -> Any:
@@ -348,7 +355,9 @@ def _fmt_pair(score: float, threshold: float) -> tuple[str, str]:
     return a, b
 
 
-def _verdict(checked: _Checked, threshold: float, attempts: int) -> JudgeVerdict | None:
+def _verdict(
+    checked: _Checked, threshold: float, attempts: int, calls: list[LLMCallMetrics]
+) -> JudgeVerdict | None:
     """The pass/fail verdict of a valid answer; None when the answer was invalid."""
     if checked.response is None:
         return None
@@ -356,7 +365,9 @@ def _verdict(checked: _Checked, threshold: float, attempts: int) -> JudgeVerdict
     passed = score >= threshold
     shown, limit = _fmt_pair(score, threshold)
     message = f"judge {shown} >= {limit}: pass" if passed else f"judge {shown} < {limit}: fail"
-    return JudgeVerdict(checked.response, passed, threshold, message, checked.reported, attempts)
+    return JudgeVerdict(
+        checked.response, passed, threshold, message, checked.reported, attempts, tuple(calls)
+    )
 
 
 def _correction(problem: str, rubric: Rubric) -> str:
@@ -364,33 +375,52 @@ def _correction(problem: str, rubric: Rubric) -> str:
 
 
 async def run_judge(
-    agent: Agent, rubric: Rubric, *, task: str, transcript: str, threshold: float
+    agent: Agent,
+    rubric: Rubric,
+    *,
+    task: str,
+    transcript: str,
+    threshold: float,
+    price: Price | None = None,
+    budget: Budget | None = None,
 ) -> JudgeVerdict:
     """Ask the judge, retrying once with the exact problem when its answer is invalid.
 
-    Errors from the agent itself (AgentError, ProviderError) propagate: they are
-    infrastructure failures, not a verdict.
+    Each call is metered like an agent's turn (`price`, `budget`) and listed in the verdict's
+    `calls`. Errors from the agent itself (AgentError, ProviderError, BudgetExhausted)
+    propagate: they are infrastructure failures, not a verdict.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"judge pass threshold {threshold:g} is outside 0..1")
     messages = [
         Message(role="user", content=[TextBlock(text=judge_prompt(task, transcript, rubric))])
     ]
-    reply = await agent.chat(ChatRequest(system=JUDGE_SYSTEM, messages=messages, tools=[]))
-    first = _check(reply.message.text(), rubric)
-    if verdict := _verdict(first, threshold, attempts=1):
+    calls: list[LLMCallMetrics] = []
+
+    async def ask() -> str:
+        reply, metrics = await metered_chat(
+            agent,
+            ChatRequest(system=JUDGE_SYSTEM, messages=messages, tools=[]),
+            number=len(calls) + 1,
+            cumulative_input=sum(c.input_tokens for c in calls),
+            price=price,
+            budget=budget,
+        )
+        calls.append(metrics)
+        return reply.message.text()
+
+    first_text = await ask()
+    first = _check(first_text, rubric)
+    if verdict := _verdict(first, threshold, attempts=1, calls=calls):
         return verdict
     # Only the reply's text goes back: the request declares no tools, and an empty assistant
     # turn is rejected by the providers.
     messages += [
-        Message(
-            role="assistant", content=[TextBlock(text=reply.message.text().strip() or "(no text)")]
-        ),
+        Message(role="assistant", content=[TextBlock(text=first_text.strip() or "(no text)")]),
         Message(role="user", content=[TextBlock(text=_correction(first.problem, rubric))]),
     ]
-    reply = await agent.chat(ChatRequest(system=JUDGE_SYSTEM, messages=messages, tools=[]))
-    second = _check(reply.message.text(), rubric)
-    if verdict := _verdict(second, threshold, attempts=2):
+    second = _check(await ask(), rubric)
+    if verdict := _verdict(second, threshold, attempts=2, calls=calls):
         return verdict
     return JudgeVerdict(
         response=None,
@@ -399,4 +429,5 @@ async def run_judge(
         message=f"judge failed: answered invalid JSON twice; last problem: {second.problem}",
         reported_weighted_score=None,
         attempts=2,
+        calls=tuple(calls),
     )

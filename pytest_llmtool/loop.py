@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ToolSpec
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
+from pytest_llmtool.budget import Budget
 from pytest_llmtool.pricing import Price
 from pytest_llmtool.records import (
     AgentTrace,
@@ -25,7 +26,7 @@ from pytest_llmtool.sandbox import Sandbox
 
 
 def format_tool_output(stdout: str, stderr: str, exit_code: int) -> str:
-    """The tool result text the model sees, in the upstream harness's shape."""
+    """The tool result text the model sees, in bashkit-eval's shape."""
     parts = [stdout] if stdout else []
     if stderr:
         parts.append(f"STDERR: {stderr}")
@@ -35,7 +36,7 @@ def format_tool_output(stdout: str, stderr: str, exit_code: int) -> str:
 
 
 def _commands(call: ToolUseBlock) -> str:
-    """The script a tool call asks for; like upstream, the tool name is not consulted."""
+    """The script a tool call asks for; like bashkit-eval, the tool name is not consulted."""
     for key in ("commands", "script"):
         value = call.input.get(key)
         if isinstance(value, str):
@@ -54,6 +55,42 @@ def _abandoned(log: CallLog, turns: int) -> None:
         raise AgentError("the model did not answer its first call within the time limit")
 
 
+async def metered_chat(
+    agent: Agent,
+    request: ChatRequest,
+    *,
+    number: int,
+    cumulative_input: int = 0,
+    price: Price | None = None,
+    budget: Budget | None = None,
+) -> tuple[ChatResponse, LLMCallMetrics]:
+    """One model call, booked: refused (`BudgetExhausted`) once the run has spent its budget,
+    and its cost added to the budget the moment it returns, so that tasks running side by
+    side stop at their next call instead of running to their end. `cumulative_input` is the
+    input tokens of the calls before this one."""
+    if budget is not None:
+        budget.check()
+    started = time.perf_counter()
+    response = await agent.chat(request)
+    usage = response.usage
+    metrics = LLMCallMetrics(
+        call_number=number,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        cumulative_input=cumulative_input + usage.input_tokens,
+        tool_calls_made=len(response.message.tool_uses()),
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        retries=response.retries,
+        stop_reason=response.stop_reason,
+        cost_usd=price.cost(usage) if price else None,
+    )
+    if budget is not None and metrics.cost_usd:
+        budget.add(metrics.cost_usd)
+    return response, metrics
+
+
 async def run_agent_loop(
     agent: Agent,
     sandbox: Sandbox,
@@ -64,6 +101,7 @@ async def run_agent_loop(
     max_turns: int,
     price: Price | None = None,
     deadline: float | None = None,
+    budget: Budget | None = None,
 ) -> AgentTrace:
     """Run the conversation; with a `deadline` (monotonic seconds) no turn starts after it and
     a model call still running at it is abandoned, leaving `timed_out` set.
@@ -73,11 +111,9 @@ async def run_agent_loop(
     nothing about the model and ends as an infrastructure error instead."""
     trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
-    cumulative_input = 0
     try:
         for _ in range(max_turns):
             request = ChatRequest(system=system, messages=list(trace.messages), tools=tools)
-            call_started = time.perf_counter()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 _abandoned(CallLog(), trace.turns)
@@ -85,36 +121,27 @@ async def run_agent_loop(
                 break
             log = CallLog()
             token = CALL_LOG.set(log)
+            pending = metered_chat(
+                agent,
+                request,
+                number=trace.turns + 1,
+                cumulative_input=trace.total_input_tokens,
+                price=price,
+                budget=budget,
+            )
             try:
-                response = await asyncio.wait_for(agent.chat(request), remaining)
+                response, metrics = await asyncio.wait_for(pending, remaining)
             except TimeoutError:
                 _abandoned(log, trace.turns)
                 trace.timed_out = True
                 break
             finally:
                 CALL_LOG.reset(token)
-            latency_ms = (time.perf_counter() - call_started) * 1000
             trace.turns += 1
-            usage = response.usage
-            trace.total_input_tokens += usage.input_tokens
-            trace.total_output_tokens += usage.output_tokens
-            cumulative_input += usage.input_tokens
+            trace.total_input_tokens += metrics.input_tokens
+            trace.total_output_tokens += metrics.output_tokens
+            trace.llm_calls.append(metrics)
             tool_uses = response.message.tool_uses()
-            trace.llm_calls.append(
-                LLMCallMetrics(
-                    call_number=trace.turns,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    latency_ms=round(latency_ms, 3),
-                    cumulative_input=cumulative_input,
-                    tool_calls_made=len(tool_uses),
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    retries=response.retries,
-                    stop_reason=response.stop_reason,
-                    cost_usd=price.cost(usage) if price else None,
-                )
-            )
             trace.messages.append(response.message)
             if response.stop or not tool_uses:
                 trace.natural_stop = True
