@@ -9,6 +9,8 @@ reads as the upstream ones do. Everything here is JSON-native: it travels on pyt
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
@@ -30,6 +32,9 @@ class ItemResult(BaseModel):
     nodeid: str
     model: str
     trial: int = 0
+    # The judge's model calls for this item (each judge run's numbered from 1): paid for like
+    # the agent's, so they count in every total and in `--llm-max-cost`.
+    judge_calls: list[LLMCallMetrics] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -96,8 +101,13 @@ class LLMCallMetrics(BaseModel):
     cost_usd: float | None = None
 
 
+# `ItemResult.judge_calls` names `LLMCallMetrics` before it exists: complete it now, or the
+# result class of a kind in another module (a third-party one) could not be built.
+ItemResult.model_rebuild()
+
+
 class AgentTrace(BaseModel):
-    """Everything one agent run did, as the spec's `AgentTrace`, plus its per-call metrics."""
+    """Everything one agent run did, as seed 000's `AgentTrace`, plus its per-call metrics."""
 
     messages: list[Message] = Field(default_factory=list)
     tool_calls: list[ToolCallResult] = Field(default_factory=list)
@@ -209,7 +219,7 @@ class InteractionMetrics(BaseModel):
 
 
 class GateResult(BaseModel):
-    """Layer 2: one gate's verdict (the spec's struct)."""
+    """Layer 2: one gate's verdict (seed 004's struct)."""
 
     gate_type: str
     passed: bool
@@ -231,7 +241,7 @@ class JudgeResponse(BaseModel):
 
 
 class EvaluationResult(BaseModel):
-    """The spec's `EvaluationResult`: three layers, an optional composite, one outcome."""
+    """Seed 004's `EvaluationResult`: three layers, an optional composite, one outcome."""
 
     interaction: InteractionMetrics
     gates: list[GateResult]
@@ -329,6 +339,30 @@ class ErrorRecord(BaseModel):
     message: str
 
 
+class CallUsage(BaseModel):
+    """Tokens, retries and cost summed over model calls; `cost_usd` sums the priced calls
+    and stays None when none had a price."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    retries: int = 0
+    cost_usd: float | None = None
+
+    def add(self, calls: list[LLMCallMetrics]) -> None:
+        for call in calls:
+            self.calls += 1
+            self.input_tokens += call.input_tokens
+            self.output_tokens += call.output_tokens
+            self.cache_read_tokens += call.cache_read_tokens
+            self.cache_write_tokens += call.cache_write_tokens
+            self.retries += call.retries
+            if call.cost_usd is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+
+
 class CategorySummary(BaseModel):
     tasks: int = 0
     passed: int = 0
@@ -364,6 +398,22 @@ class EvalSummary(BaseModel):
     avg_duration_ms: float = 0.0
     errors: int = 0
     by_category: dict[str, CategorySummary] = Field(default_factory=dict)
+    # The `llm_judge:` checks' calls: already in the token, retry and cost totals above (they
+    # are paid for like the agent's), and here apart.
+    judge: CallUsage = Field(default_factory=CallUsage)
+
+    def add_judge_calls(self, calls: list[LLMCallMetrics]) -> None:
+        """Count judge calls in the totals and in `judge`."""
+        self.judge.add(calls)
+        spent = CallUsage()
+        spent.add(calls)
+        self.total_input_tokens += spent.input_tokens
+        self.total_output_tokens += spent.output_tokens
+        self.total_cache_read_tokens += spent.cache_read_tokens
+        self.total_cache_write_tokens += spent.cache_write_tokens
+        self.total_retries += spent.retries
+        if spent.cost_usd is not None:
+            self.total_cost_usd = (self.total_cost_usd or 0.0) + spent.cost_usd
 
 
 class ScenarioSummary(BaseModel):
@@ -382,6 +432,31 @@ class ScenarioSummary(BaseModel):
     completed: int = 0
     mean_first_try_success_rate: float = 0.0
     mean_iteration_ratio: float = 0.0
+    # Every model call of the model's scenarios, agent and judge; and the judge's apart.
+    usage: CallUsage = Field(default_factory=CallUsage)
+    judge: CallUsage = Field(default_factory=CallUsage)
+
+    def add_calls(self, result: ScenarioResult) -> None:
+        self.usage.add(result.trace.llm_calls if result.trace else [])
+        self.usage.add(result.judge_calls)
+        self.judge.add(result.judge_calls)
+
+
+class TrialSummary(BaseModel):
+    """Repeated trials of one model on one kind's tasks (`--llm-trials`; `trials.py`).
+
+    pass@k (some of k attempts pass, unbiased) and pass^k (all k pass) are averaged over the
+    `tasks_at_k[k]` tasks with at least k scored attempts; pass@1 is the mean success rate.
+    `flaky` names the tasks whose attempts disagree, by node id without the trial suffix."""
+
+    trials: int
+    tasks: int = 0
+    attempts: int = 0
+    passed: int = 0
+    pass_at_k: dict[int, float] = Field(default_factory=dict)
+    pass_hat_k: dict[int, float] = Field(default_factory=dict)
+    tasks_at_k: dict[int, int] = Field(default_factory=dict)
+    flaky: list[str] = Field(default_factory=list)
 
 
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
@@ -414,6 +489,37 @@ class RunMetadata(BaseModel):
     exit_status: int
 
 
+class BudgetSummary(BaseModel):
+    """`--llm-max-cost` and what the run spent on model calls, agents' and judges'.
+
+    Calls already under way when the limit is crossed still finish (and are paid for), so
+    `spent_usd` may pass `limit_usd`; `overshoot_usd` says by how much."""
+
+    limit_usd: float
+    spent_usd: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reached(self) -> bool:
+        return self.spent_usd >= self.limit_usd
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def overshoot_usd(self) -> float:
+        return max(0.0, self.spent_usd - self.limit_usd)
+
+    def line(self) -> str:
+        """The budget in one sentence, for the terminal and `report.md`."""
+        said = f"--llm-max-cost: ${self.spent_usd:.4f} spent of ${self.limit_usd:.4f}"
+        if not self.reached:
+            return said
+        over = f", over by ${self.overshoot_usd:.4f}" if self.overshoot_usd else ""
+        return (
+            f"{said}{over}: the limit was reached; calls already under way finished, and no "
+            "task made another model call or started"
+        )
+
+
 class EvalReport(BaseModel):
     """The run record (`report.json`): every kind's results and summaries, and the errors."""
 
@@ -425,5 +531,30 @@ class EvalReport(BaseModel):
     errors: list[ErrorRecord] = Field(default_factory=list)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
+    # With --llm-trials above 1: kind name -> model -> statistics of the repeated attempts.
+    trials: dict[str, dict[str, TrialSummary]] = Field(default_factory=dict)
     # Sections of kinds added by other plugins, by kind name.
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # With --llm-max-cost: the limit and the whole run's spend.
+    budget: BudgetSummary | None = None
+
+
+# Shipped with the package so that readers of `report.json` can validate it without this code.
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+
+def report_schema() -> str:
+    """`report.json`'s JSON Schema as written (computed fields included), as shipped.
+
+    Regenerate the shipped file after changing a model: `python -m pytest_llmtool.records`.
+    """
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **EvalReport.model_json_schema(mode="serialization"),
+    }
+    return json.dumps(schema, indent=2) + "\n"
+
+
+if __name__ == "__main__":  # kept last: every model must be defined before the schema is made
+    SCHEMA_PATH.write_text(report_schema(), encoding="utf-8")
+    print(f"wrote {SCHEMA_PATH}")

@@ -28,6 +28,7 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
 from pytest_llmtool.report import Writer
 from pytest_llmtool.state import STATE_KEY
+from pytest_llmtool.trials import kind_trials
 
 SPEND_DIR_KEY = "llmtool_spend_dir"
 RESULT_ATTR = "llmtool_result"
@@ -185,12 +186,24 @@ class Controller:
     def build_report(self, exitstatus: int) -> EvalReport:
         fields: dict[str, Any] = {}
         for kind in self.kinds:
-            for name, value in kind.report_fields(self.results[kind.name], self.errors).items():
-                if name in EvalReport.model_fields:
+            own_errors = [e for e in self.errors if e.kind == kind.name]
+            for name, value in kind.report_fields(self.results[kind.name], own_errors).items():
+                if name in kind.report_keys:
                     fields[name] = value
                 else:
                     fields.setdefault("extensions", {}).setdefault(kind.name, {})[name] = value
-        return EvalReport(metadata=self._metadata(exitstatus), errors=self.errors, **fields)
+        settings = self.config.stash[STATE_KEY].settings
+        if settings.trials > 1:
+            names = [m.name for m in settings.models]
+            fields["trials"] = {
+                kind.name: kind_trials(self.results[kind.name], names, settings.trials)
+                for kind in self.kinds
+                if self.results[kind.name]
+            }
+        budget = self.config.stash[STATE_KEY].budget.summary()
+        return EvalReport(
+            metadata=self._metadata(exitstatus), errors=self.errors, budget=budget, **fields
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -1,6 +1,6 @@
 """OpenAI Responses: `function_call` / `function_call_output` items, turns chained by hand.
 
-Like the upstream harness, requests use `store: false` and resend the whole conversation;
+Like bashkit-eval's harness, requests use `store: false` and resend the whole conversation;
 reasoning items are dropped, and codex models get high reasoning effort.
 """
 

@@ -39,7 +39,7 @@ DEFAULT_ALIASES = {
     "gpt-4o-mini": "openai:gpt-4o-mini",
     "gpt-5.3-codex": "openai-responses:gpt-5.3-codex",
 }
-# Connect fast; the read timeout is `--llm-call-timeout` (the upstream harness uses 300 s).
+# Connect fast; the read timeout is `--llm-call-timeout` (bashkit-eval's harness uses 300 s).
 CONNECT_TIMEOUT_SECONDS = 15.0
 
 

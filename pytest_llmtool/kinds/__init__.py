@@ -53,6 +53,9 @@ class Kind(ABC, Generic[W, R]):
     name: ClassVar[str]
     noun: ClassVar[str] = "task"  # what a failure's header calls one item: "task gamma[haiku]"
     result_type: ClassVar[type[ItemResult]]
+    # The `EvalReport` fields this kind's `report_fields` fills (the built-in kinds' sections);
+    # whatever else it returns goes under `extensions[name]`, so no kind overwrites another's.
+    report_keys: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def recognises(self, path: Path, state: RunState) -> bool:
@@ -95,7 +98,8 @@ class Kind(ABC, Generic[W, R]):
 
     @abstractmethod
     def report_fields(self, results: list[R], errors: list[ErrorRecord]) -> dict[str, Any]:
-        """This kind's part of the run report (`EvalReport` fields), from its results."""
+        """This kind's part of the run report, from its results and its own errors: the
+        `report_keys` fields, and any other names as its section of `extensions`."""
 
     def terminal_lines(self, report: EvalReport) -> list[str]:
         return []

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.records import EvalReport, RunMetadata
+from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -56,13 +57,31 @@ def markdown_report(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
     lines = ["# pytest-llmtool eval report", "", *_metadata_lines(report.metadata)]
     for kind in kinds:
         lines += kind.markdown_summary(report)
+    if report.trials:
+        lines += _trial_lines(report)
     if report.errors:
         lines += ["## Errors (not scored)", ""]
         rows = [[Code(e.nodeid), e.message] for e in report.errors]
         lines += [*table(["Item", "Error"], rows), ""]
+    if report.budget is not None:
+        lines += ["## Budget", "", text(report.budget.line()), ""]
     for kind in kinds:
         lines += kind.markdown_details(report)
     return "\n".join(lines)
+
+
+def _trial_lines(report: EvalReport) -> list[str]:
+    """pass@k and pass^k per kind and model, then the tasks whose attempts disagree."""
+    lines = ["", "## Trials", "", f"{report.metadata.trials} attempts per task.", ""]
+    lines += table(*trial_rows(report))
+    notes = left_out_notes(report)
+    if notes:
+        lines += ["", *(f"- {text(note)}" for note in notes)]
+    flaky = flaky_entries(report)
+    if flaky:
+        lines += ["", "Flaky tasks (attempts disagree):", ""]
+        lines += [f"- {text(kind)}, {text(model)}: {code(task)}" for kind, model, task in flaky]
+    return [*lines, ""]
 
 
 def _metadata_lines(meta: RunMetadata) -> list[str]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.records import EvalReport
+from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -28,6 +29,22 @@ def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[
         section = kind.terminal_lines(report)
         if section:
             lines += [*([""] if lines else []), *section]
+    if report.trials:
+        lines += [*([""] if lines else []), *trial_lines(report)]
     if report.errors:
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
+    if report.budget is not None:
+        lines += ["", report.budget.line()]
+    return lines
+
+
+def trial_lines(report: EvalReport) -> list[str]:
+    """pass@k and pass^k per kind and model, then the tasks whose attempts disagree."""
+    lines = [f"Trials ({report.metadata.trials} attempts per task):"]
+    lines += format_table(*trial_rows(report))
+    lines += [f"  {note}" for note in left_out_notes(report)]
+    flaky = flaky_entries(report)
+    if flaky:
+        lines += ["", "Flaky tasks (attempts disagree):"]
+        lines += [f"  [{kind} {model}] {task}" for kind, model, task in flaky]
     return lines

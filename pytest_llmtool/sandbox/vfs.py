@@ -1,6 +1,6 @@
 """The bashkit sandbox: an in-process bash over a virtual filesystem, one per item.
 
-The upstream harness uses bashkit's Standard profile, which caps a session at 1,000 `exec`
+bashkit-eval's harness uses bashkit's Standard profile, which caps a session at 1,000 `exec`
 calls; a long run (many turns, several calls a turn) could hit that cap and fail for a
 reason that has nothing to do with the model. We use the Interactive profile, which has no
 session cap, and restore Standard's per-call limits explicitly. Network stays off.

@@ -24,6 +24,7 @@ from pytest_llmtool.records import (
     AgentTrace,
     ErrorRecord,
     EvalReport,
+    LLMCallMetrics,
     ScoreResult,
     TaskResult,
     TaskScore,
@@ -31,6 +32,7 @@ from pytest_llmtool.records import (
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
 
 if TYPE_CHECKING:
+    from pytest_llmtool.budget import Budget
     from pytest_llmtool.items import LlmItem
     from pytest_llmtool.state import RunState
 
@@ -57,6 +59,7 @@ def failure_message(score: TaskScore, trace_line: str) -> str:
 class BashKind(Kind[Task, TaskResult]):
     name = "bash"
     result_type = TaskResult
+    report_keys = frozenset({"summary", "by_model", "results"})
 
     def recognises(self, path: Path, state: RunState) -> bool:
         patterns = state.settings.dataset_patterns
@@ -99,15 +102,17 @@ class BashKind(Kind[Task, TaskResult]):
             tools=[tool],
             max_turns=state.settings.max_turns,
             price=item.model.price,
+            budget=state.budget,
         )
         checks = task.checks()
         score = score_task(task.id, checks, trace, sandbox)
+        judge_calls: list[LLMCallMetrics] = []
         if any(check.kind == "llm_judge" for check, _ in checks):
             judge = state.judge_named(state.settings.judge_model)
             if judge is not None:
-                score = await _judge_checks(task, judge, score, trace, item.trial)
-        if trace.cost_usd:
-            state.budget.add(trace.cost_usd)
+                score, judge_calls = await _judge_checks(
+                    task, judge, score, trace, item.trial, state.budget
+                )
         return TaskResult(
             nodeid=item.nodeid,
             task_id=task.id,
@@ -116,6 +121,7 @@ class BashKind(Kind[Task, TaskResult]):
             category=task.category,
             score=score,
             trace=trace,
+            judge_calls=judge_calls,
         )
 
     def properties(self, result: TaskResult) -> list[tuple[str, object]]:
@@ -168,14 +174,16 @@ class BashKind(Kind[Task, TaskResult]):
 
 
 async def _judge_checks(
-    task: Task, judge: ModelSpec, score: TaskScore, trace: AgentTrace, trial: int
-) -> TaskScore:
+    task: Task, judge: ModelSpec, score: TaskScore, trace: AgentTrace, trial: int, budget: Budget
+) -> tuple[TaskScore, list[LLMCallMetrics]]:
     """With a judge model set, `llm_judge:<prompt>` checks are asked of it: each passes when
     the judge scores the run at least 0.5 on that one criterion, and keeps the weight the
-    dataset gives it (upstream's stub forced 0)."""
+    dataset gives it (bashkit-eval's stub forced 0). Also returns the judge's calls, metered
+    against the budget like the agent's."""
     from pytest_llmtool.judge import run_judge, single_criterion_rubric
 
     results = list(score.results)
+    calls: list[LLMCallMetrics] = []
     for index, (check, weight) in enumerate(task.checks()):
         if check.kind != "llm_judge":
             continue
@@ -185,8 +193,11 @@ async def _judge_checks(
             task=task.prompt,
             transcript=trace.transcript(),
             threshold=LLM_JUDGE_THRESHOLD,
+            price=judge.price,
+            budget=budget,
         )
+        calls += verdict.calls
         results[index] = ScoreResult(
             check=check.spec, passed=verdict.passed, detail=verdict.message, weight=weight
         )
-    return TaskScore.of(score.task_id, results)
+    return TaskScore.of(score.task_id, results), calls

@@ -18,7 +18,7 @@ def _duration(ms: float) -> str:
 
 
 def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
-    """A metric-by-model table, the layout of the spec's baseline comparison."""
+    """A metric-by-model table, the layout of seed 000's baseline comparison."""
     models = list(by_model)
     metrics: list[tuple[str, list[str]]] = [
         ("Tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
@@ -74,6 +74,18 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
                 "Cost",
                 [
                     "-" if s.total_cost_usd is None else f"${s.total_cost_usd:.4f}"
+                    for s in summaries
+                ],
+            )
+        )
+    if any(s.judge.calls for s in summaries):
+        metrics.append(
+            (
+                "Judge (in totals)",
+                [
+                    f"{s.judge.calls} calls, {_tokens(s.judge.input_tokens)}/"
+                    f"{_tokens(s.judge.output_tokens)}"
+                    + ("" if s.judge.cost_usd is None else f", ${s.judge.cost_usd:.4f}")
                     for s in summaries
                 ],
             )

@@ -1,4 +1,4 @@
-"""Aggregation: per-task results into the spec's `CategorySummary`, `EvalSummary`, `EvalReport`.
+"""Aggregation: per-task results into seed 000's `CategorySummary`, `EvalSummary`, `EvalReport`.
 
 Items whose agent or sandbox crashed are infrastructure errors: they are counted in
 `errors` and left out of every score, so an outage never reads as a model failing.
@@ -16,7 +16,7 @@ from pytest_llmtool.records import (
     TaskResult,
 )
 
-# Friction thresholds: the spec's "Interpreting Results" section, made concrete.
+# Friction thresholds: seed 000's "Interpreting Results" section, made concrete.
 LOW_TOOL_SUCCESS = 0.75
 LOW_CATEGORY_RATE = 0.5
 HIGH_AVG_TURNS = 7.0
@@ -60,6 +60,7 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
         s.total_retries += trace.total_retries
         if trace.cost_usd is not None:
             s.total_cost_usd = (s.total_cost_usd or 0.0) + trace.cost_usd
+        s.add_judge_calls(r.judge_calls)
         s.mean_base_context += trace.base_context
         s.mean_context_growth_avg += trace.context_growth_avg
         s.total_duration_ms += trace.duration_ms
@@ -107,7 +108,7 @@ def _tokens(result: TaskResult) -> int:
 
 
 def friction_signals(summary: EvalSummary, results: list[TaskResult]) -> list[str]:
-    """The spec's friction signals that trip for this run, as one line each."""
+    """Seed 000's friction signals that trip for this run, as one line each."""
     signals = []
     if summary.total_tool_calls and summary.tool_call_success_rate < LOW_TOOL_SUCCESS:
         signals.append(

@@ -114,7 +114,7 @@ class NoTranscriptErrors(_GateBase):
 class Script(_GateBase):
     type: Literal["script"] = "script"
     command: str = Field(min_length=1)
-    description: str  # required here, as in the spec: a script says what it checks
+    description: str  # required here, as in seed 004: a script says what it checks
     timeout_secs: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
@@ -409,8 +409,8 @@ def _no_transcript_errors(metrics: InteractionMetrics) -> tuple[bool, str]:
 
 
 async def _script(gate: Script, ctx: GateContext) -> tuple[bool, str]:
-    """The scripts spec's contract: a JSON `{"passed": bool, "message"?: str}` on stdout
-    decides; without one, the exit code does. A timeout always fails."""
+    """llm-tool-test's scripts contract (seed 004): a JSON `{"passed": bool, "message"?: str}`
+    on stdout decides; without one, the exit code does. A timeout always fails."""
     result, failure = await _run(gate.command, ctx, gate.timeout_secs)
     if result.timed_out:
         return False, f"script {failure}"

@@ -1,8 +1,9 @@
 """Layer 1 of a scenario's evaluation (seed 004): how the agent used the target tool.
 
-Metrics come from the agent's tool calls, which carry real exit codes (`from_tool_calls`), or,
-for external agents that leave only a plain-text transcript, from a line-by-line scan whose
-exit codes are guessed (`from_transcript`). Formulas follow the spec where the upstream code
+Metrics come from the agent's tool calls, which carry real exit codes (`from_tool_calls`): the
+built-in agent's, or those an external agent wrote to `events.jsonl`; or, for external agents
+that leave only a plain-text transcript, from a line-by-line scan whose exit codes are guessed
+(`from_transcript`). Formulas follow seed 004 where llm-tool-test's code
 differs from it: the iteration ratio is unique / total, not total / unique.
 """
 
@@ -100,7 +101,7 @@ def _asks_help(text: str, match: re.Match[str]) -> bool:
 def _aggregate(
     commands: Iterable[_Command], completed: bool, source: Literal["events", "transcript"]
 ) -> InteractionMetrics:
-    """The spec's formulas over target-tool commands in the order they ran.
+    """Seed 004's formulas over target-tool commands in the order they ran.
 
     The first-try success rate reads "commands that succeeded on first attempt / total
     commands" as: distinct command texts whose first run exited 0, over all runs. Repeating a
@@ -154,7 +155,7 @@ def from_transcript(
 ) -> InteractionMetrics:
     """Metrics from a plain-text transcript, for agents that leave nothing structured.
 
-    Approximate, as the spec warns: each line matching `pattern` is a command, and its exit
+    Approximate, as seed 004 warns: each line matching `pattern` is a command, and its exit
     code is guessed from the next 20 lines (fewer if another command line comes first): an
     "exit code N" / "exit status: N" line gives N, else a line saying error, failed or
     non-zero gives 1, else 0. Output that merely mentions "error" counts as a failure.
@@ -173,6 +174,27 @@ def from_transcript(
         if cmd is not None:
             commands.append(cmd)
     return _aggregate(commands, completed, "transcript")
+
+
+def from_external(
+    events: Path, transcript: str, pattern: re.Pattern[str], completed: bool
+) -> tuple[InteractionMetrics, str | None]:
+    """An external agent's metrics, and a note when its events file was unusable.
+
+    The agent may write `events.jsonl` at `$LLM_TOOL_TEST_EVENTS` (the format `write_events`
+    writes); its exit codes are real, so it is the source when present. Without it, or when it
+    is not a regular file or does not parse, the transcript is scanned instead, and the note
+    says why, since the metrics are then guesses."""
+    if not events.is_symlink() and events.is_file():
+        try:
+            return from_tool_calls(read_events(events), pattern, completed), None
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, bad event
+            note = f"events.jsonl not used, metrics from the transcript: {exc}"
+            return from_transcript(transcript, pattern, completed), note
+    if events.is_symlink() or events.exists():
+        note = "events.jsonl not used (not a regular file), metrics from the transcript"
+        return from_transcript(transcript, pattern, completed), note
+    return from_transcript(transcript, pattern, completed), None
 
 
 def _guess_exit_code(window: list[str]) -> int:

@@ -59,6 +59,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
     name = "scenario"
     noun = "scenario"
     result_type = ScenarioResult
+    report_keys = frozenset({"scenarios", "scenario_summary"})
 
     def recognises(self, path: Path, state: RunState) -> bool:
         if path.suffix not in (".yaml", ".yml"):
@@ -127,10 +128,9 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 judge=judge,
                 external=external,
                 sandbox=state.settings.sandbox,
+                budget=state.budget,
             )
         )
-        if result.trace is not None and result.trace.cost_usd:
-            state.budget.add(result.trace.cost_usd)
         return result
 
     def properties(self, result: ScenarioResult) -> list[tuple[str, object]]:

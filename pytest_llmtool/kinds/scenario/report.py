@@ -52,7 +52,7 @@ def scenario_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[s
 
 
 def guidance_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
-    """The spec's "Comparing Guidance Versions": interaction metrics side by side."""
+    """Seed 004's "Comparing Guidance Versions": interaction metrics side by side."""
     compared = sorted(
         (r for r in results if r.guidance),
         key=lambda r: (r.scenario, r.model, r.guidance or ""),

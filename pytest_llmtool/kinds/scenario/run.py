@@ -2,7 +2,7 @@
 
 Order (llm-tool-test's): setup commands → agent → post scripts → interaction metrics →
 gates → judge. Every one of those commands (and an external agent) runs in the item's `Jail`,
-a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome is the spec's: pass
+a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome is seed 004's: pass
 only if every gate passes and, when the judge is enabled, the judge passes. The judge is not
 asked when a gate already failed: the outcome is decided, and the call would only cost money.
 Interaction metrics never decide anything.
@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
-from pytest_llmtool.judge import load_rubric, run_judge
+from pytest_llmtool.budget import Budget
+from pytest_llmtool.judge import JudgeVerdict, load_rubric, run_judge
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
+    from_external,
     from_tool_calls,
-    from_transcript,
     write_events,
 )
 from pytest_llmtool.kinds.scenario.load import Scenario
@@ -82,6 +83,7 @@ class ScenarioRun:
     judge: ModelSpec | None = None
     external: ExternalAgent | None = None
     sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
+    budget: Budget | None = None  # --llm-max-cost: every model call checks and adds to it
 
     @property
     def model_name(self) -> str:
@@ -108,8 +110,10 @@ def composite_score(
 ) -> float:
     """Weighted sum of judge score, gate pass ratio and first-try success, clamped to 0..1.
 
-    A layer with no value (no gates, judge not run) drops out and the remaining weights are
-    scaled up, so a missing judge does not read as a judge score of zero.
+    A layer that did not run by design (no gates; `judge_score` None: no judge configured or
+    no judge model for the run) drops out and the remaining weights are scaled up, so a judge
+    nobody asked for does not read as a score of zero. A layer that was meant to run and did
+    not give a value is not absent: the caller passes it as 0 (`judge_layer`).
     """
     judge_w, gate_w, interaction_w = weights
     parts = [(interaction_w, interaction.first_try_success_rate)]
@@ -120,6 +124,23 @@ def composite_score(
     total = sum(w for w, _ in parts)
     value = sum(w * v for w, v in parts) / total if total else 0.0
     return min(1.0, max(0.0, value))
+
+
+def judge_layer(expected: bool, verdict: JudgeVerdict | None, gates_passed: bool) -> float | None:
+    """The judge's part of the composite; None only when the run was never to ask it (no
+    judge configured, or no judge model in the run), so the layer drops out for every item.
+
+    A judge that answered invalid JSON twice counts 0: rescaling it away would let a FAIL
+    show the composite of a clean pass. So does a judge not asked because a gate had already
+    failed: it was configured for this scenario, so every run of it is scored over the same
+    layers (comparable across models and guidance versions), and skipping the call only saves
+    money; it must not lift a failed run's composite by rescaling the other layers up.
+    """
+    if verdict is not None:
+        return verdict.response.weighted_score if verdict.response else 0.0
+    if expected and not gates_passed:
+        return 0.0
+    return None
 
 
 def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]:
@@ -215,9 +236,10 @@ async def _builtin_agent(
         max_turns=scenario.max_turns or run.max_turns,
         price=model.price,
         deadline=deadline,
+        budget=run.budget,
     )
     write_events(artifacts / "events.jsonl", trace.tool_calls)
-    # The spec's `completed`: finished on its own, not cut off by the turn limit or timeout.
+    # Seed 004's `completed`: finished on its own, not cut off by the turn limit or timeout.
     return trace, trace.transcript(), trace.natural_stop and not trace.timed_out
 
 
@@ -243,7 +265,7 @@ async def _external_agent(
         network=True,
     )
     transcript = result.stdout + ("\n" + result.stderr if result.stderr else "")
-    # The spec's `completed`: exited by itself (not killed by the timeout) with exit code 0.
+    # Seed 004's `completed`: exited by itself (not killed by the timeout) with exit code 0.
     return transcript, result.exit_code == 0 and not result.timed_out
 
 
@@ -270,9 +292,13 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
 
     pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
     trace: AgentTrace | None = None
+    notes: list[str] = []
     if run.external is not None:
         transcript, completed = await _external_agent(run, run.external, workdir, env, jail)
-        interaction = from_transcript(transcript, pattern, completed)
+        interaction, note = from_external(
+            artifacts / "events.jsonl", transcript, pattern, completed
+        )
+        notes += [note] if note else []
     else:
         assert not isinstance(run.model, str)
         trace, transcript, completed = await _builtin_agent(
@@ -280,14 +306,15 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         )
         interaction = from_tool_calls(trace.tool_calls, pattern, completed)
     (artifacts / "transcript.txt").write_text(transcript, encoding="utf-8")
-    notes = await _post_scripts(scenario, workdir, env, jail)
+    notes += await _post_scripts(scenario, workdir, env, jail)
 
     gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction, jail=jail))
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
-    judge_score = judge_response = judge_verdict = None
-    judge_passed: bool | None = None
+    gates_passed = all(g.passed for g in gates)
+    judge_verdict: str | None = None
+    verdict: JudgeVerdict | None = None
     if judge_cfg is not None and scenario.rubric_path is not None:
-        if not all(g.passed for g in gates):
+        if not gates_passed:
             judge_verdict = "judge not asked: a gate already failed"
         elif run.judge is None:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
@@ -298,25 +325,27 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
                 task=scenario.prompt,
                 transcript=transcript,
                 threshold=judge_cfg.pass_threshold,
+                price=run.judge.price,
+                budget=run.budget,
             )
-            judge_response, judge_verdict, judge_passed = (
-                verdict.response,
-                verdict.message,
-                verdict.passed,
-            )
-            judge_score = verdict.response.weighted_score if verdict.response else None
+            judge_verdict = verdict.message
+    judge_response = verdict.response if verdict else None
+    judge_passed = verdict.passed if verdict else None
     decided, reason = outcome(gates, judge_cfg is not None, judge_passed)
     composite = None
     if scenario.composite is not None:
         c = scenario.composite
         weights = (c.judge_weight, c.gate_weight, c.interaction_weight)
-        composite = composite_score(weights, gates, judge_score, interaction)
+        # Without a judge model no run of the scenario is judged: the layer drops out for all.
+        expected = judge_cfg is not None and scenario.rubric_path is not None and run.judge
+        judged = judge_layer(bool(expected), verdict, gates_passed)
+        composite = composite_score(weights, gates, judged, interaction)
     evaluation = EvaluationResult(
         interaction=interaction,
         gates=gates,
         gates_passed=sum(g.passed for g in gates),
         gates_total=len(gates),
-        judge_score=judge_score,
+        judge_score=judge_response.weighted_score if judge_response else None,
         judge_response=judge_response,
         judge_verdict=judge_verdict,
         composite_score=composite,
@@ -334,6 +363,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         tier=scenario.tier,
         evaluation=evaluation,
         trace=trace,
+        judge_calls=list(verdict.calls) if verdict else [],
         notes=notes,
         artifacts=str(artifacts),
         duration_ms=round((time.perf_counter() - started) * 1000),

@@ -34,6 +34,7 @@ def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
         s.completed += m.completed
         s.mean_first_try_success_rate += m.first_try_success_rate
         s.mean_iteration_ratio += m.iteration_ratio
+        s.add_calls(r)
     s.judged = len(judge_scores)
     s.mean_judge_score = _mean(judge_scores)
     s.mean_composite_score = _mean(composites)
