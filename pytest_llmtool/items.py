@@ -148,7 +148,9 @@ class LlmItem(pytest.Item):
         try:
             self.result = future.result()
         except (AgentError, SandboxError) as exc:
-            pytest.fail(f"infrastructure error: {type(exc).__name__}: {exc}", pytrace=False)
+            # `from None`: the report shows the one line, not the exception it replaces.
+            message = f"infrastructure error: {type(exc).__name__}: {exc}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
         except BaseException:
             future.cancel()
             raise

@@ -278,6 +278,8 @@ def test_a_replay_miss_is_an_error_naming_the_task(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--llm-model=haiku", "--llm-replay=empty")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*ReplayMiss: no recording for task 'alpha'*call 1*"])
+    # One line says it all: not the original exception and "During handling of ..." first.
+    assert "During handling" not in result.stdout.str()
 
 
 def test_max_cost_stops_new_tasks_and_still_reports(
