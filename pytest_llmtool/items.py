@@ -46,36 +46,31 @@ class LlmFile(pytest.File):
                 )
                 continue
             markers = kind.markers(work, state, self.config)
+            task_id, labels = kind.task_id(work), kind.labels(work)
             for model in state.models:
-                reason = kind.skip_reason(work, model, state)
-                for label, detail in kind.labels(work):
+                skip = kind.skip_reason(work, model, state)
+                for label, detail in labels:
+                    stem = f"{model.name}-{label}" if label else model.name
                     for trial in range(trials):
-                        variant = Variant(model, trial, label, detail)
-                        name = f"{kind.task_id(work)}[{_bracket(variant, trials)}]"
+                        bracket = f"{stem}-t{trial + 1}" if trials > 1 else stem
+                        name = f"{task_id}[{bracket}]"
                         item = LlmItem.from_parent(
                             self,
                             name=name,
                             nodeid=f"{self.nodeid}::{name}",
                             work=work,
-                            variant=variant,
+                            variant=Variant(model, trial, label, detail),
                             lineno=lineno,
                         )
                         for marker in markers:
                             item.add_marker(marker)
-                        if reason:
+                        if skip:
                             # Known before running: a skip located at the task's line.
-                            item.add_marker(state.skip_marker(reason))
+                            item.add_marker(state.skip_marker(skip))
+                        if trials > 1:
+                            # `-k trial2` picks one attempt of every task.
+                            item.extra_keyword_matches.add(f"trial{trial + 1}")
                         yield item
-
-
-def _bracket(variant: Variant, trials: int) -> str:
-    """`haiku`, `haiku-AGENTS.v2`, and with --llm-trials `haiku-t2` (trials count from 1)."""
-    parts = [variant.model.name]
-    if variant.label:
-        parts.append(variant.label)
-    if trials > 1:
-        parts.append(f"t{variant.trial + 1}")
-    return "-".join(parts)
 
 
 class ItemFailed(Exception):
@@ -88,18 +83,18 @@ class LlmItem(pytest.Item):
     """A task run by one model: started ahead of pytest (the concurrency window), awaited in
     `setup`, asserted in `runtest`."""
 
+    # Per-run state, as class defaults: set only on the items that run (collection is hot).
+    result: ItemResult | None = None
+    ran_ms = 0.0
+    _started = False
+    _future: concurrent.futures.Future[ItemResult] | None = None
+    _not_started: str | None = None
+
     def __init__(self, *, work: Any, variant: Variant, lineno: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work
         self.variant = variant
         self.lineno = lineno
-        self.result: ItemResult | None = None
-        self.ran_ms = 0.0
-        self._started = False
-        self._future: concurrent.futures.Future[ItemResult] | None = None
-        self._not_started: str | None = None
-        # `-k trial2` picks one attempt of every task.
-        self.extra_keyword_matches.add(f"trial{variant.trial + 1}")
 
     @property
     def kind(self) -> Kind[Any, Any]:

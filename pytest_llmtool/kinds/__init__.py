@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import pytest
 
@@ -38,10 +38,10 @@ class Problem:
     name: str | None = None  # the item's name; default `line<N>`, or the file's stem
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(NamedTuple):
     """One item of a task: which model, which of `--llm-trials` attempts, and a kind's own
-    part of the name (a scenario's guidance document)."""
+    part of the name (a scenario's guidance document). A tuple: one is made per item, and
+    large datasets have many."""
 
     model: ModelSpec
     trial: int = 0
