@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pytest_llmtool.records import EvalReport, ItemResult, TrialSummary
-from pytest_llmtool.stats import flaky, pass_k, reported_ks
+from pytest_llmtool import intervals
+from pytest_llmtool.records import EvalReport, IntervalMethod, ItemResult, TrialSummary
+from pytest_llmtool.stats import flaky, pass_at_k, pass_hat_k, pass_k, reported_ks
 
 
 def attempt_of(result: ItemResult) -> str:
@@ -50,8 +51,19 @@ def trial_summaries(
                 summary.pass_at_k[k] = estimate.pass_at_k
                 summary.pass_hat_k[k] = estimate.pass_hat_k
                 summary.tasks_at_k[k] = estimate.tasks
+                _add_intervals(summary, attempts, k)
         summaries[model] = summary
     return summaries
+
+
+def _add_intervals(summary: TrialSummary, attempts: dict[str, list[bool]], k: int) -> None:
+    """A t interval over the per-task pass@k and pass^k values (tasks are the units)."""
+    counted = [(len(a), sum(a)) for a in attempts.values() if len(a) >= k]
+    method: IntervalMethod = "clustered-t" if any(n > 1 for n, _ in counted) else "t"
+    at_k = intervals.mean([pass_at_k(n, c, k) for n, c in counted], method)
+    hat_k = intervals.mean([pass_hat_k(n, c, k) for n, c in counted], method)
+    if at_k is not None and hat_k is not None:
+        summary.pass_at_k_ci[k], summary.pass_hat_k_ci[k] = at_k, hat_k
 
 
 def kind_trials(
@@ -67,6 +79,11 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _with_interval(summary: TrialSummary, k: int) -> str:
+    value = summary.pass_at_k.get(k)
+    return _rate(value) if value is None else intervals.show(summary.pass_at_k_ci.get(k), value)
+
+
 def trial_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     """One row per kind and model: tasks, passed attempts, pass@k and pass^k, flaky tasks."""
     ks = reported_ks(report.metadata.trials)
@@ -77,7 +94,7 @@ def trial_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     for kind, by_model in report.trials.items():
         for model, s in by_model.items():
             row = [kind, model, str(s.tasks), f"{s.passed}/{s.attempts}"]
-            row += [_rate(s.pass_at_k.get(k)) for k in ks]
+            row += [_with_interval(s, k) for k in ks]
             row += [_rate(s.pass_hat_k.get(k)) for k in ks if k > 1]
             rows.append([*row, str(len(s.flaky))])
     return headers, rows

@@ -139,13 +139,29 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
     ]
     # "ok" was scored once: it counts for pass@1 only. pass@1 = mean(1/2, 1);
     # pass@2 over the flaky task alone = 1 - C(1,2)/C(2,2) = 1, pass^2 = C(1,2)/C(2,2) = 0.
-    assert lines[2].split() == ["bash", "haiku", "2", "2/3", "75.0%", "100.0%", "0.0%", "1"]
+    # pass@1's interval over 2 tasks is cut to [0, 1]; pass@2's, one task at 1, is Wilson's
+    # for 1/1: [21%, 100%].
+    assert lines[2].split() == [
+        "bash",
+        "haiku",
+        "2",
+        "2/3",
+        "75%",
+        "[0\u2013100%]*",
+        "100%",
+        "[21\u2013100%]*",
+        "0.0%",
+        "1",
+    ]
     assert any("count 1 of 2 tasks" in line for line in lines)
     assert lines[-1] == f"  [bash haiku] {hostile}"
 
     markdown = markdown_report(report, [])
     assert "## Trials" in markdown
-    assert "| bash | haiku | 2 | 2/3 | 75.0% | 100.0% | 0.0% | 1 |" in markdown
+    assert (
+        "| bash | haiku | 2 | 2/3 | 75% \\[0\u2013100%\\]* | 100% \\[21\u2013100%\\]* | 0.0% | 1 |"
+        in markdown
+    )
     # the name appears once, in a code span (never HTML) that its backtick cannot close
     assert markdown.count("<img") == 1
     assert "- bash, haiku: ``d.jsonl::<img src=x onerror=alert(1)>`\\|[haiku]``" in markdown
@@ -164,8 +180,14 @@ SERIAL_AND_XDIST = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["s
 
 
 def _trials(report: dict[str, Any]) -> dict[str, Any]:
-    trials: dict[str, Any] = report["trials"]
-    return trials
+    """`report.json`'s trials without the intervals (test_intervals.py tests those)."""
+    return {
+        kind: {
+            model: {k: v for k, v in s.items() if not k.endswith("_ci")}
+            for model, s in by_model.items()
+        }
+        for kind, by_model in report["trials"].items()
+    }
 
 
 def _outcomes(report: dict[str, Any], key: str = "results") -> dict[str, bool]:
@@ -405,7 +427,7 @@ def test_an_errored_attempt_is_not_scored_and_its_task_leaves_the_larger_k(
     assert summary["tasks_at_k"] == {"1": 1}
     result.stdout.fnmatch_lines(
         [
-            "bash  haiku      1     1/1  100.0%       -       -      0",
+            "bash  haiku      1     1/1  100% [21\u2013100%]*       -       -      0",
             "  pass@2 and pass^2 of haiku (bash) count 0 of 1 tasks: *",
         ]
     )

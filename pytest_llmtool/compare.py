@@ -1,0 +1,227 @@
+"""Models side by side: paired comparisons, and seed 000's cross-model diagnostics.
+
+Two models (or two guidance documents) that ran the same tasks are compared task by task:
+pairing removes the between-task variance, which is most of it (`stats.paired_difference`),
+and McNemar's exact test reads the tasks that flipped. A verdict names a winner only when
+both say so at 5%: the t interval alone can claim too much on a few tasks (five tasks that
+all flipped the same way have zero spread, so an interval of [1, 1]), and McNemar alone
+ignores partial credit. Everything else reads "no detectable difference".
+
+Pure functions over the run report; only the built-in kinds are compared.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_llmtool import stats
+from pytest_llmtool.intervals import difference
+from pytest_llmtool.records import (
+    Comparison,
+    Diagnostics,
+    EvalReport,
+    IntervalMethod,
+    ScenarioResult,
+    TaskResult,
+)
+
+SIGNIFICANCE = 0.05
+# Seed 000: "Category fails for all models".
+WEAK_CATEGORY = 0.5
+NO_DIFFERENCE = "no detectable difference"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One scored attempt: what it pairs on (`unit`), whose it is (`side`: a model, or a
+    guidance document), and its outcome and score in [0, 1]."""
+
+    unit: str
+    side: str
+    passed: bool
+    score: float
+
+
+Subject = Literal["model", "guidance"]
+# side -> unit -> that side's attempts at the unit
+Sides = dict[str, dict[str, list[Attempt]]]
+
+
+def task_of(nodeid: str) -> str:
+    """A node id without its `[model-…]` part: the task, the same for every model."""
+    head, sep, tail = nodeid.rpartition("::")
+    return head + sep + tail.split("[", 1)[0]
+
+
+def _gates(result: ScenarioResult) -> float:
+    """A scenario's score: the share of its gates that passed (its outcome without gates)."""
+    ev = result.evaluation
+    return ev.gates_passed / ev.gates_total if ev.gates_total else float(result.passed)
+
+
+def bash_attempts(results: Iterable[TaskResult]) -> list[Attempt]:
+    """Bash tasks, by model: a task's score is its weighted check score."""
+    return [Attempt(task_of(r.nodeid), r.model, r.passed, r.score.rate()) for r in results]
+
+
+def scenario_attempts(results: Iterable[ScenarioResult]) -> list[Attempt]:
+    """Scenarios, by model: one unit per scenario and guidance document."""
+    return [
+        Attempt(
+            task_of(r.nodeid) + (f"[{r.guidance}]" if r.guidance else ""),
+            r.model,
+            r.passed,
+            _gates(r),
+        )
+        for r in results
+    ]
+
+
+def by_side(attempts: Iterable[Attempt]) -> Sides:
+    """Attempts grouped by side, then by unit: what `compare` pairs."""
+    sides: Sides = {}
+    for a in attempts:
+        sides.setdefault(a.side, {}).setdefault(a.unit, []).append(a)
+    return sides
+
+
+def _mean(values: Iterable[float]) -> float:
+    listed = list(values)
+    return math.fsum(listed) / len(listed)
+
+
+def _majority(attempts: Sequence[Attempt]) -> bool:
+    """A task passes for McNemar when more than half its attempts passed (a tie fails)."""
+    return 2 * sum(a.passed for a in attempts) > len(attempts)
+
+
+def compare(
+    kind: str,
+    subject: Subject,
+    a: str,
+    b: str,
+    sides: Sides,
+    model: str | None = None,
+) -> Comparison | None:
+    """`a` against `b` over the units both ran; None when they share none."""
+    a_units, b_units = sides.get(a, {}), sides.get(b, {})
+    shared = sorted(u for u in a_units if u in b_units)
+    if not shared:
+        return None
+    both = [*(a_units[u] for u in shared), *(b_units[u] for u in shared)]
+    method: IntervalMethod = "clustered-t" if any(len(x) > 1 for x in both) else "t"
+
+    def per_task(units: dict[str, list[Attempt]], passed: bool) -> dict[str, float]:
+        return {u: _mean(float(x.passed) if passed else x.score for x in units[u]) for u in shared}
+
+    a_pass, b_pass = per_task(a_units, True), per_task(b_units, True)
+    pass_diff = stats.paired_difference(a_pass, b_pass)
+    score_diff = stats.paired_difference(per_task(a_units, False), per_task(b_units, False))
+    assert pass_diff is not None and score_diff is not None  # `shared` is not empty
+    a_only = [u for u in shared if _majority(a_units[u]) and not _majority(b_units[u])]
+    b_only = [u for u in shared if _majority(b_units[u]) and not _majority(a_units[u])]
+    p = stats.mcnemar(len(a_only), len(b_only))
+    passes = difference(pass_diff.difference, method)
+    better = None
+    if passes.excludes_zero() and p < SIGNIFICANCE:
+        if passes.estimate > 0 and len(a_only) > len(b_only):
+            better = a
+        elif passes.estimate < 0 and len(b_only) > len(a_only):
+            better = b
+    worse = b if better == a else a
+    return Comparison(
+        kind=kind,
+        subject=subject,
+        a=a,
+        b=b,
+        model=model,
+        tasks=len(shared),
+        a_pass_rate=_mean(a_pass.values()),
+        b_pass_rate=_mean(b_pass.values()),
+        pass_difference=passes,
+        score_difference=difference(score_diff.difference, method),
+        a_only=a_only,
+        b_only=b_only,
+        mcnemar_p=p,
+        better=better,
+        verdict=NO_DIFFERENCE if better is None else f"{better} better than {worse}",
+    )
+
+
+def _pairs(
+    kind: str, subject: Subject, sides: Sides, order: Sequence[str], model: str | None = None
+) -> list[Comparison]:
+    named = [side for side in order if side in sides]
+    found = (
+        compare(kind, subject, a, b, sides, model) for a, b in itertools.combinations(named, 2)
+    )
+    return [c for c in found if c is not None]
+
+
+def _models(report: EvalReport, attempts: Iterable[Attempt]) -> list[str]:
+    """The run's models in the order it names them, then any others in order of appearance."""
+    named = [m.name for m in report.metadata.models]
+    return list(dict.fromkeys([*named, *(a.side for a in attempts)]))
+
+
+def comparisons(report: EvalReport) -> list[Comparison]:
+    """Every pair of models per kind, then every pair of guidance documents per model."""
+    found: list[Comparison] = []
+    for kind, attempts in (
+        ("bash", bash_attempts(report.results)),
+        ("scenario", scenario_attempts(report.scenarios)),
+    ):
+        found += _pairs(kind, "model", by_side(attempts), _models(report, attempts))
+    guided = [r for r in report.scenarios if r.guidance]
+    for model in _models(report, scenario_attempts(guided)):
+        sides = by_side(
+            Attempt(task_of(r.nodeid), r.guidance or "", r.passed, _gates(r))
+            for r in guided
+            if r.model == model
+        )
+        found += _pairs("scenario", "guidance", sides, sorted(sides), model)
+    return found
+
+
+def diagnostics(report: EvalReport) -> dict[str, Diagnostics]:
+    """Per kind with two or more models, over the tasks every model ran."""
+    found = {}
+    for kind, attempts in (
+        ("bash", bash_attempts(report.results)),
+        ("scenario", scenario_attempts(report.scenarios)),
+    ):
+        sides = by_side(attempts)
+        models = [m for m in _models(report, attempts) if m in sides]
+        if len(models) < 2:
+            continue
+        shared = sorted(set.intersection(*(set(sides[m]) for m in models)))
+        failing = {u: [m for m in models if not _majority(sides[m][u])] for u in shared}
+        failed_by_one: dict[str, list[str]] = {}
+        for unit, models_failing in failing.items():
+            if len(models_failing) == 1:
+                failed_by_one.setdefault(models_failing[0], []).append(unit)
+        found[kind] = Diagnostics(
+            models=models,
+            tasks=len(shared),
+            failed_by_all=[u for u, f in failing.items() if len(f) == len(models)],
+            failed_by_one=failed_by_one,
+            weak_categories=_weak_categories(report, models) if kind == "bash" else {},
+        )
+    return found
+
+
+def _weak_categories(report: EvalReport, models: list[str]) -> dict[str, dict[str, float]]:
+    """Categories every model ran and rated below 50%: likely a gap in the tool's domain."""
+    summaries = [report.by_model[m] for m in models if m in report.by_model]
+    if len(summaries) < len(models):
+        return {}
+    names = set.intersection(*(set(s.by_category) for s in summaries))
+    return {
+        name: {m: s.by_category[name].rate for m, s in zip(models, summaries, strict=True)}
+        for name in sorted(names)
+        if all(s.by_category[name].rate < WEAK_CATEGORY for s in summaries)
+    }

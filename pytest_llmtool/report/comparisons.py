@@ -1,0 +1,84 @@
+"""Comparisons and cross-model diagnostics in the reports: the rows and findings the terminal
+and `report.md` share (`compare.py` computes them)."""
+
+from __future__ import annotations
+
+from pytest_llmtool.intervals import any_small, show_difference
+from pytest_llmtool.records import Comparison, EvalReport
+
+
+def _compared(c: Comparison) -> str:
+    return f"{c.a} vs {c.b}" + (f" [{c.model}]" if c.model else "")
+
+
+def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+    """One row per pair: pass rates over the shared tasks, the paired differences (a - b, in
+    percentage points), the flipped tasks (a only / b only), McNemar's p and the verdict."""
+    headers = [
+        "Kind",
+        "Compared",
+        "Tasks",
+        "Pass a/b",
+        "Pass diff (pp)",
+        "Score diff (pp)",
+        "Flips a/b",
+        "p",
+        "Verdict",
+    ]
+    rows = [
+        [
+            c.kind if c.subject == "model" else f"{c.kind} guidance",
+            _compared(c),
+            str(c.tasks),
+            f"{c.a_pass_rate:.0%}/{c.b_pass_rate:.0%}",
+            show_difference(c.pass_difference),
+            show_difference(c.score_difference),
+            f"{len(c.a_only)}/{len(c.b_only)}",
+            f"{c.mcnemar_p:.2g}",
+            c.verdict,
+        ]
+        for c in report.comparisons
+    ]
+    return headers, rows
+
+
+def comparisons_small(report: EvalReport) -> bool:
+    return any_small(i for c in report.comparisons for i in (c.pass_difference, c.score_difference))
+
+
+def flips(report: EvalReport) -> list[tuple[str, list[str]]]:
+    """The tasks that flipped, per pair and direction: what a reader looks at first."""
+    found = []
+    for c in report.comparisons:
+        scope = f"{c.kind}" + (f", {c.model}" if c.model else "")
+        for passes, fails, tasks in ((c.a, c.b, c.a_only), (c.b, c.a, c.b_only)):
+            if tasks:
+                found.append((f"[{scope}] {passes} passes, {fails} fails", tasks))
+    return found
+
+
+def diagnostic_findings(report: EvalReport) -> list[tuple[str, list[str]]]:
+    """Seed 000's cross-model diagnostics that found something, each with what it names."""
+    found = []
+    for kind, d in report.diagnostics.items():
+        if d.failed_by_all:
+            found.append(
+                (
+                    f"[{kind}] fail for every model (a gap in the tool, or a broken task?)",
+                    d.failed_by_all,
+                )
+            )
+        for model, tasks in d.failed_by_one.items():
+            found.append((f"[{kind}] fail for {model} only (model capability)", tasks))
+        if d.weak_categories:
+            found.append(
+                (
+                    f"[{kind}] categories below 50% for every model (missing builtins or "
+                    "syntax for the domain?)",
+                    [
+                        f"{name} ({', '.join(f'{m} {r:.0%}' for m, r in rates.items())})"
+                        for name, rates in d.weak_categories.items()
+                    ],
+                )
+            )
+    return found
