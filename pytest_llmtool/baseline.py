@@ -1,0 +1,188 @@
+"""This run against a baseline run: paired change per model, and whether it is a regression.
+
+Pure functions over `outcomes.Outcome` rows. Per model, the tasks both runs scored are paired
+(node id without the trial suffix, within a kind), attempts averaged per task. The decision
+rule separates noise from change (notes/statistics.md): a model regressed when the paired 95%
+interval of (current - baseline) pass rate lies wholly below 0, or when McNemar's exact test
+on the flipped tasks gives p < 0.05 with more pass -> fail than fail -> pass. Anything else is
+"no detectable change", even when the point estimate fell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from pytest_llmtool import stats
+from pytest_llmtool.outcomes import Outcome
+from pytest_llmtool.records import BaselineChange, BaselineComparison, Interval
+
+ALPHA = 0.05
+
+Key = tuple[str, str]  # (kind, task)
+
+
+def _by_task(rows: Iterable[Outcome], model: str) -> tuple[dict[Key, list[Outcome]], set[Key]]:
+    """A model's scored attempts per task, and every task it has (errored ones included)."""
+    scored: dict[Key, list[Outcome]] = {}
+    seen: set[Key] = set()
+    for row in rows:
+        if row.model != model:
+            continue
+        key = (row.kind, row.task)
+        seen.add(key)
+        if row.passed is not None:
+            scored.setdefault(key, []).append(row)
+    return scored, seen
+
+
+def _mean(values: Iterable[float]) -> float:
+    listed = list(values)
+    return math.fsum(listed) / len(listed)
+
+
+def _interval(difference: stats.PairedDifference | None, clustered: bool) -> Interval | None:
+    if difference is None:
+        return None
+    return Interval.of(difference.difference, "clustered-t" if clustered else "t")
+
+
+def _verdict(change: BaselineChange) -> tuple[bool, str]:
+    interval = change.pass_rate_change
+    if interval is None:
+        return False, "no shared tasks to compare"
+    if interval.n >= 2 and interval.high < 0:
+        return True, (
+            f"regression: pass rate {interval.estimate:+.1%} "
+            f"(95% CI {interval.low:+.1%} to {interval.high:+.1%}) over {interval.n} tasks"
+        )
+    p = change.mcnemar_p
+    if p is not None and p < ALPHA and len(change.worse) > len(change.better):
+        return True, (
+            f"regression: {len(change.worse)} tasks pass -> fail, {len(change.better)} "
+            f"fail -> pass (McNemar p = {p:.3g})"
+        )
+    return False, f"no detectable change (pass rate {interval.estimate:+.1%}, within noise)"
+
+
+def compare_model(
+    current: Sequence[Outcome], baseline: Sequence[Outcome], model: str
+) -> BaselineChange:
+    """One model of both runs over the tasks both scored."""
+    now, now_seen = _by_task(current, model)
+    then, then_seen = _by_task(baseline, model)
+    shared = [key for key in now if key in then]
+    now_rate = {key[1]: _mean(float(bool(r.passed)) for r in now[key]) for key in shared}
+    then_rate = {key[1]: _mean(float(bool(r.passed)) for r in then[key]) for key in shared}
+    now_score = {key[1]: _mean(r.rate or 0.0 for r in now[key]) for key in shared}
+    then_score = {key[1]: _mean(r.rate or 0.0 for r in then[key]) for key in shared}
+    single = all(len(now[key]) == 1 == len(then[key]) for key in shared)
+    worse = [task for task in now_rate if now_rate[task] < then_rate[task]]
+    better = [task for task in now_rate if now_rate[task] > then_rate[task]]
+    pass_change = _interval(stats.paired_difference(now_rate, then_rate), not single)
+    detectable = None
+    if pass_change is not None and pass_change.high > pass_change.low:
+        raw = stats.Interval(pass_change.estimate, pass_change.low, pass_change.high, len(shared))
+        detectable = stats.detectable_change(raw)
+    change = BaselineChange(
+        model=model,
+        tasks=len(shared),
+        baseline_pass_rate=_mean(then_rate.values()) if shared else 0.0,
+        current_pass_rate=_mean(now_rate.values()) if shared else 0.0,
+        pass_rate_change=pass_change,
+        score_change=_interval(stats.paired_difference(now_score, then_score), not single),
+        mcnemar_p=stats.mcnemar(len(worse), len(better)) if single and shared else None,
+        detectable_change=detectable,
+        worse=worse,
+        better=better,
+        added=sorted(task for kind, task in now_seen - then_seen),
+        removed=sorted(task for kind, task in then_seen - now_seen),
+        regressed=False,
+        verdict="",
+    )
+    change.regressed, change.verdict = _verdict(change)
+    return change
+
+
+def compare(
+    current: Sequence[Outcome],
+    baseline: Sequence[Outcome],
+    models: Sequence[str],
+    ref: str,
+    source: str,
+    run_id: int | None = None,
+    gate: bool = False,
+) -> BaselineComparison:
+    """Each of `models` (this run's, in its order) that the baseline ran too."""
+    theirs = {row.model for row in baseline}
+    return BaselineComparison(
+        ref=ref,
+        source=source,
+        run_id=run_id,
+        models=[compare_model(current, baseline, m) for m in models if m in theirs],
+        unmatched=[m for m in models if m not in theirs],
+        gate=gate,
+    )
+
+
+def _signed(interval: Interval | None) -> str:
+    if interval is None:
+        return "-"
+    return f"{interval.estimate:+.1%} [{interval.low:+.1%}, {interval.high:+.1%}]"
+
+
+def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[str]]]:
+    """One row per model: shared tasks, both pass rates, the paired changes, the flips."""
+    headers = ["Model", "Tasks", "Baseline", "Now", "Pass rate change (95% CI)"]
+    headers += ["Score change (95% CI)", "McNemar p", "Detectable", "Worse", "Better", "Verdict"]
+    rows = [
+        [
+            c.model,
+            str(c.tasks),
+            f"{c.baseline_pass_rate:.1%}",
+            f"{c.current_pass_rate:.1%}",
+            _signed(c.pass_rate_change),
+            _signed(c.score_change),
+            "-" if c.mcnemar_p is None else f"{c.mcnemar_p:.3g}",
+            "-" if c.detectable_change is None else f"±{c.detectable_change:.1%}",
+            str(len(c.worse)),
+            str(len(c.better)),
+            "REGRESSION" if c.regressed else "no detectable change",
+        ]
+        for c in comparison.models
+    ]
+    return headers, rows
+
+
+def notes(comparison: BaselineComparison) -> list[str]:
+    """What a reader needs beside the table: flipped, added and removed tasks, by model."""
+    lines = []
+    if not comparison.source:
+        lines.append(f"--llm-baseline={comparison.ref}: no earlier run with these models")
+    for model in comparison.unmatched:
+        lines.append(f"{model}: not in the baseline, nothing to compare")
+    for c in comparison.models:
+        for label, tasks in (
+            ("worse (pass -> fail)", c.worse),
+            ("better (fail -> pass)", c.better),
+            ("added (not compared)", c.added),
+            ("removed (not compared)", c.removed),
+        ):
+            if tasks:
+                lines.append(f"{c.model} {label}: {', '.join(tasks)}")
+    return lines
+
+
+def verdict(comparison: BaselineComparison) -> str:
+    """The gate's sentence: which models regressed and why, or that none did."""
+    regressed = [c for c in comparison.models if c.regressed]
+    if regressed:
+        return "; ".join(f"{c.model}: {c.verdict}" for c in regressed)
+    if not comparison.models:
+        return "nothing compared: no model of this run is in the baseline"
+    return "no detectable change: " + "; ".join(
+        f"{c.model} {c.pass_rate_change.estimate:+.1%} over {c.tasks} tasks"
+        if c.pass_rate_change
+        else f"{c.model} no shared tasks"
+        for c in comparison.models
+    )

@@ -1,0 +1,142 @@
+"""`llmtool`: read the run history from the command line.
+
+`llmtool history list`, `llmtool history trend`, `llmtool history show RUN_ID`: a table by
+default, JSON with `--json` (for scripts and dashboards). Exit status 0, or 2 with a one-line
+message when the database or the run is not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmtool import history
+from pytest_llmtool.report.terminal import format_table
+
+
+def _rate(rate: dict[str, Any] | None) -> str:
+    if rate is None or rate["rate"] is None:
+        return "-"
+    return f"{rate['rate']:.1%} ({rate['passed']}/{rate['scored']})"
+
+
+def _interval(rate: dict[str, Any]) -> str:
+    return "-" if rate["low"] is None else f"{rate['low']:.1%} - {rate['high']:.1%}"
+
+
+def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    runs = history.runs(args.db)
+    rows = [
+        [
+            str(run["id"]),
+            run["started"],
+            ", ".join(run["models"]),
+            str(run["items"]),
+            str(run["exit_status"]),
+            ", ".join(f"{m} {_rate(r)}" for m, r in run["pass_rate"].items()),
+        ]
+        for run in runs
+    ]
+    headers = ["Run", "Started", "Models", "Items", "Exit", "Pass rate"]
+    return runs, format_table(headers, rows)
+
+
+def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    points = history.trend(args.db, args.model, args.category, args.task, args.by)
+    extra = [] if args.by == "model" else [args.by.capitalize()]
+    headers = ["Run", "Started", "Model", *extra, "Pass rate", "95% CI"]
+    rows = [
+        [
+            str(p["run"]),
+            p["started"],
+            p["model"],
+            *([p[args.by]] if extra else []),
+            _rate(p),
+            _interval(p),
+        ]
+        for p in points
+    ]
+    return points, format_table(headers, rows)
+
+
+def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    run = history.show(args.db, "last" if args.run == "last" else int(args.run))
+    lines = [
+        f"run {run['id']}: {run['started']} to {run['finished']}, exit status "
+        f"{run['exit_status']}, pytest-llmtool {run['plugin']}",
+        "command line: " + " ".join(run["command_line"]),
+        "",
+    ]
+    lines += format_table(
+        ["Model", "Pass rate", "95% CI"],
+        [[m, _rate(r), _interval(r)] for m, r in run["pass_rate"].items()],
+    )
+    items = [
+        [
+            item["nodeid"],
+            item["outcome"],
+            "-" if item["score"] is None else f"{item['score']:g}/{item['max_score']:g}",
+            "-" if item["cost_usd"] is None else f"${item['cost_usd']:.4f}",
+        ]
+        for item in run["items"]
+    ]
+    lines += ["", *format_table(["Item", "Outcome", "Score", "Cost"], items)]
+    return run, lines
+
+
+def _run_ref(text: str) -> str:
+    if text != "last" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a run id or 'last', got {text!r}")
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db",
+        type=Path,
+        default=history.DEFAULT_PATH,
+        help=f"the history database (default: {history.DEFAULT_PATH})",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    top = argparse.ArgumentParser(prog="llmtool", description="pytest-llmtool's run history")
+    commands = top.add_subparsers(dest="command", required=True)
+    hist = commands.add_parser("history", help="runs recorded by --llm-history")
+    actions = hist.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", parents=[common], help="every run").set_defaults(handler=_list)
+    trend = actions.add_parser(
+        "trend", parents=[common], help="pass rate with its 95%% Wilson interval, per run"
+    )
+    trend.add_argument("--model", help="only this model")
+    trend.add_argument("--category", help="only this category")
+    trend.add_argument("--task", help="only this task (its id, or node id without trial)")
+    trend.add_argument(
+        "--by",
+        choices=["model", "category", "task"],
+        default="model",
+        help="one row per run and model, or per run, model and category or task",
+    )
+    trend.set_defaults(handler=_trend)
+    show = actions.add_parser("show", parents=[common], help="one run and its items")
+    show.add_argument("run", type=_run_ref, metavar="RUN_ID", help="a run id, or 'last'")
+    show.set_defaults(handler=_show)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        data, lines = args.handler(args)
+    except history.HistoryError as exc:
+        print(f"llmtool: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=2) if args.json else "\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Every item of a run report as one flat row, whatever its kind: what the history stores and
+the baseline compares.
+
+Kinds keep their results in different places of `EvalReport` (bash tasks in `results`,
+scenarios in `scenarios`, other kinds under `extensions.<kind>.results`), and rate them
+differently; a row gives each the same few columns. Errored items are rows too, with no
+outcome: they are not scored, but a history that dropped them would hide them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from pytest_llmtool.records import (
+    AgentTrace,
+    CallUsage,
+    EvalReport,
+    ItemResult,
+    ScenarioResult,
+    TaskResult,
+)
+
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds import Kind
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One item: `passed` is None for an errored item; `rate` is its score in [0, 1]."""
+
+    kind: str
+    nodeid: str
+    task: str  # the node id without the trial suffix: what the item is an attempt at
+    task_id: str
+    model: str
+    trial: int
+    category: str
+    passed: bool | None
+    score: float | None = None
+    max_score: float | None = None
+    rate: float | None = None
+    cost_usd: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int | None = None
+
+
+def task_of(nodeid: str, trial: int) -> str:
+    """The node id without its `-tN` trial suffix (as `trials.attempt_of`, for any record)."""
+    suffix = f"-t{trial + 1}]"
+    return nodeid[: -len(suffix)] + "]" if nodeid.endswith(suffix) else nodeid
+
+
+def _usage(trace: AgentTrace | None, result: ItemResult) -> CallUsage:
+    usage = CallUsage()
+    usage.add([*(trace.llm_calls if trace else []), *result.judge_calls])
+    return usage
+
+
+def _task(result: TaskResult) -> Outcome:
+    usage = _usage(result.trace, result)
+    return Outcome(
+        kind="bash",
+        nodeid=result.nodeid,
+        task=task_of(result.nodeid, result.trial),
+        task_id=result.task_id,
+        model=result.model,
+        trial=result.trial,
+        category=result.category,
+        passed=result.passed,
+        score=result.score.score,
+        max_score=result.score.max_score,
+        rate=result.score.rate(),
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        duration_ms=result.duration_ms,
+    )
+
+
+def _scenario(result: ScenarioResult) -> Outcome:
+    """A scenario's score is its gates passed out of its gates; its rate the composite score
+    when it has one (judge included), else that ratio, else its outcome."""
+    evaluation = result.evaluation
+    ratio = evaluation.gates_passed / evaluation.gates_total if evaluation.gates_total else None
+    rate = evaluation.composite_score
+    if rate is None:
+        rate = ratio if ratio is not None else float(result.passed)
+    usage = _usage(result.trace, result)
+    return Outcome(
+        kind="scenario",
+        nodeid=result.nodeid,
+        task=task_of(result.nodeid, result.trial),
+        task_id=result.scenario,
+        model=result.model,
+        trial=result.trial,
+        category="scenario",
+        passed=result.passed,
+        score=float(evaluation.gates_passed),
+        max_score=float(evaluation.gates_total),
+        rate=rate,
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        duration_ms=result.duration_ms,
+    )
+
+
+def _other(kind: Kind[Any, Any], data: Any) -> Outcome | None:
+    """A third-party kind's result, if its section lists it as `results`: outcome only."""
+    try:
+        result = kind.result_type.model_validate(data)
+    except ValidationError:
+        return None
+    return Outcome(
+        kind=kind.name,
+        nodeid=result.nodeid,
+        task=task_of(result.nodeid, result.trial),
+        task_id=str(getattr(result, "task_id", result.nodeid)),
+        model=result.model,
+        trial=result.trial,
+        category=str(getattr(result, "category", kind.name)),
+        passed=result.passed,
+        rate=float(result.passed),
+    )
+
+
+def outcomes(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> list[Outcome]:
+    """Every scored and errored item of `report`; `kinds` reads third-party kinds' results."""
+    rows = [_task(r) for r in report.results] + [_scenario(r) for r in report.scenarios]
+    for kind in kinds:
+        section = report.extensions.get(kind.name, {}).get("results")
+        if isinstance(section, list):
+            rows += [row for data in section if (row := _other(kind, data)) is not None]
+    rows += [
+        Outcome(
+            kind=e.kind,
+            nodeid=e.nodeid,
+            task=task_of(e.nodeid, e.trial),
+            task_id=e.task_id,
+            model=e.model,
+            trial=e.trial,
+            category=e.category,
+            passed=None,
+        )
+        for e in report.errors
+    ]
+    return rows

@@ -1,0 +1,288 @@
+"""`--llm-baseline` and `--llm-fail-on-regression`: the paired comparison by hand, then the gate
+end to end on the 47 example tasks (the oracle passes all of them; a task whose solution is
+replaced by `true` fails, which stands in for a model that got worse at it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import TASKS, read_report, write_dataset
+
+from pytest_llmtool.baseline import compare, compare_model, verdict
+from pytest_llmtool.gate import EXIT_REGRESSION
+from pytest_llmtool.outcomes import Outcome
+
+EXAMPLES = Path(__file__).parents[1] / "examples" / "bash_tasks.jsonl"
+
+# --------------------------------------------------------------------------- by hand
+
+
+def _rows(passed: list[bool | None], model: str = "m", trial: int = 0) -> list[Outcome]:
+    return [
+        Outcome(
+            kind="bash",
+            nodeid=f"d.jsonl::t{n}[{model}]",
+            task=f"d.jsonl::t{n}[{model}]",
+            task_id=f"t{n}",
+            model=model,
+            trial=trial,
+            category="c",
+            passed=p,
+            rate=None if p is None else float(p),
+        )
+        for n, p in enumerate(passed)
+    ]
+
+
+def test_a_drop_within_noise_is_no_detectable_change() -> None:
+    # 10 tasks, all passed before; now t0, t1, t2 fail.
+    change = compare_model(_rows([False] * 3 + [True] * 7), _rows([True] * 10), "m")
+    # d = three -1 and seven 0: mean -0.3, sd = sqrt((3 - 10 * 0.09) / 9) = 0.48305,
+    # SE = 0.48305 / sqrt(10) = 0.15275; t(9) = 2.262157: half-width 0.34555.
+    interval = change.pass_rate_change
+    assert interval is not None
+    assert (interval.estimate, interval.low, interval.high, interval.n) == pytest.approx(
+        (-0.3, -0.64555, 0.04555, 10), abs=1e-4
+    )
+    assert interval.method == "t"
+    # McNemar: 3 pass -> fail, 0 fail -> pass: p = 2 * (1/2)^3 = 0.25.
+    assert change.mcnemar_p == pytest.approx(0.25)
+    assert change.worse == ["d.jsonl::t0[m]", "d.jsonl::t1[m]", "d.jsonl::t2[m]"]
+    assert change.better == []
+    # Detectable: (1.95996 + 0.84162) * SE = 2.80158 * 0.15275 = 0.42795.
+    assert change.detectable_change == pytest.approx(0.42795, abs=1e-4)
+    assert (change.baseline_pass_rate, change.current_pass_rate) == (1.0, 0.7)
+    assert not change.regressed
+    assert change.verdict.startswith("no detectable change (pass rate -30.0%")
+
+
+def test_a_real_drop_is_a_regression() -> None:
+    # 30 tasks, all passed before; now 8 fail.
+    change = compare_model(_rows([False] * 8 + [True] * 22), _rows([True] * 30), "m")
+    # d: mean -8/30 = -0.26667, sd = sqrt((8 - 30 * 0.071111) / 29) = 0.44978,
+    # SE = 0.082118; t(29) = 2.045230: CI -0.26667 +- 0.16795 = [-0.43462, -0.09872] < 0.
+    interval = change.pass_rate_change
+    assert interval is not None
+    assert (interval.low, interval.high) == pytest.approx((-0.43462, -0.09872), abs=1e-4)
+    # McNemar: 8 vs 0: p = 2 * (1/2)^8 = 0.0078125.
+    assert change.mcnemar_p == pytest.approx(0.0078125)
+    assert change.regressed
+    assert change.verdict.startswith("regression: pass rate -26.7% (95% CI -43.5% to -9.9%)")
+
+
+def test_flips_both_ways_are_noise_even_when_the_estimate_fell() -> None:
+    # t0..t2 went pass -> fail, t3 fail -> pass, over 47 tasks: net -2.
+    before = _rows([True] * 3 + [False] + [True] * 43)
+    after = _rows([False] * 3 + [True] + [True] * 43)
+    change = compare_model(after, before, "m")
+    # McNemar 3 vs 1: p = 2 * (C(4,0) + C(4,1)) / 16 = 0.625.
+    assert change.mcnemar_p == pytest.approx(0.625)
+    # mean -2/47 = -0.042553; sd = sqrt((4 - 47 * 0.0018108) / 46) = 0.29173; SE = 0.042553;
+    # n = 47 uses z = 1.95996: CI [-0.12596, 0.04085] holds 0.
+    interval = change.pass_rate_change
+    assert interval is not None
+    assert (interval.low, interval.high) == pytest.approx((-0.12596, 0.04085), abs=1e-4)
+    assert not change.regressed
+    assert (len(change.worse), len(change.better)) == (3, 1)
+
+
+def test_added_removed_and_errored_tasks_are_left_out() -> None:
+    # Now: t0 pass, t1 errored, t2 pass (new). Before: t0 pass, t1 pass, t3 fail (gone).
+    now = [_rows([True])[0], _rows([True, None])[1], _rows([True, None, True])[2]]
+    before = _rows([True, True, None, False])
+    before = [before[0], before[1], before[3]]
+    change = compare_model(now, before, "m")
+    assert change.tasks == 1  # only t0 is scored in both
+    assert change.added == ["d.jsonl::t2[m]"]
+    assert change.removed == ["d.jsonl::t3[m]"]
+    # One shared task: no spread to measure, nothing detectable, never a regression.
+    assert change.detectable_change is None
+    assert not change.regressed
+
+
+def test_trials_are_averaged_per_task_and_skip_mcnemar() -> None:
+    # Two attempts per task. Before: both tasks 2/2. Now: t0 1/2, t1 0/2.
+    now = _rows([True, False], trial=0) + _rows([False, False], trial=1)
+    before = _rows([True, True], trial=0) + _rows([True, True], trial=1)
+    change = compare_model(now, before, "m")
+    # Task means: t0 0.5 - 1 = -0.5, t1 0 - 1 = -1: mean -0.75, sd 0.35355, SE 0.25,
+    # t(1) = 12.706205: CI [-3.9266, 2.4266].
+    interval = change.pass_rate_change
+    assert interval is not None
+    assert interval.method == "clustered-t"
+    assert (interval.estimate, interval.low, interval.high) == pytest.approx(
+        (-0.75, -3.92655, 2.42655), abs=1e-4
+    )
+    assert change.mcnemar_p is None
+    assert not change.regressed
+
+
+def test_models_missing_from_the_baseline_are_named() -> None:
+    comparison = compare(
+        _rows([True]) + _rows([True], model="x"), _rows([True]), ["m", "x"], "last", "run 1"
+    )
+    assert [c.model for c in comparison.models] == ["m"]
+    assert comparison.unmatched == ["x"]
+    assert verdict(comparison) == "no detectable change: m +0.0% over 1 tasks"
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _examples(pytester: pytest.Pytester, broken: frozenset[int] = frozenset()) -> None:
+    """The 47 example tasks; those numbered in `broken` get a solution that does nothing."""
+    lines = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    for n in broken:
+        lines[n]["solution"] = ["true"]
+    write_dataset(pytester, lines, name="tasks")
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def test_noise_passes_the_gate_with_failing_tasks(pytester: pytest.Pytester) -> None:
+    _examples(pytester, broken=frozenset({0, 1, 2}))
+    _run(pytester).assert_outcomes(passed=44, failed=3)
+    # Three tasks fixed, three others broken: flips both ways.
+    _examples(pytester, broken=frozenset({3, 4, 5}))
+    result = _run(pytester, "--llm-baseline=last", "--llm-fail-on-regression", "-n", "2")
+    result.assert_outcomes(passed=44, failed=3)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*= llmtool baseline =*",
+            "baseline: last (history run 1)",
+            "oracle*47*93.6%*93.6%*+0.0%*1*3*3*no detectable change",
+            "llmtool gate: no detectable change: oracle +0.0% over 47 tasks (exit status 0)",
+            "*3 failed, 44 passed*",
+        ],
+        consecutive=False,
+    )
+
+
+def test_a_real_drop_fails_the_gate_with_its_own_exit_status(pytester: pytest.Pytester) -> None:
+    _examples(pytester)
+    _run(pytester, "--llm-report=before").assert_outcomes(passed=47)
+    _examples(pytester, broken=frozenset(range(12)))
+    result = _run(
+        pytester,
+        "--llm-baseline=before/report.json",
+        "--llm-fail-on-regression",
+        "--llm-report=out",
+    )
+    assert result.ret == EXIT_REGRESSION == 6
+    # The reason is the last section, after pytest's short summary; then the stats line.
+    tail = result.stdout.lines[-3:]
+    assert tail[0].startswith("oracle worse (pass -> fail): tasks.jsonl::")
+    assert tail[1].startswith("llmtool gate: oracle: regression: pass rate -25.5% (95% CI")
+    assert tail[1].endswith("(exit status 6)")
+    assert "12 failed, 35 passed" in tail[2]
+    report = read_report(pytester)
+    assert report["metadata"]["exit_status"] == 6
+    baseline = report["baseline"]
+    assert baseline["ref"].endswith("before/report.json")
+    assert (baseline["regressed"], baseline["gate"]) == (True, True)
+    (change,) = baseline["models"]
+    assert (change["tasks"], len(change["worse"]), change["better"]) == (47, 12, [])
+    # McNemar 12 vs 0: p = 2 / 2^12.
+    assert change["mcnemar_p"] == pytest.approx(2 / 4096)
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert "## Baseline" in markdown
+    assert "**Verdict:** oracle: regression: pass rate -25.5%" in markdown
+
+
+def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
+    pytester: pytest.Pytester,
+) -> None:
+    _examples(pytester)
+    _run(pytester)
+    _examples(pytester, broken=frozenset(range(12)))
+    result = _run(pytester, "--llm-baseline=1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["baseline: 1 (history run 1)", "oracle*REGRESSION"])
+    result.stdout.no_fnmatch_line("llmtool gate:*")
+
+
+def test_last_skips_runs_of_other_models_and_a_first_run_passes(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    args = ("--llm-baseline=last", "--llm-fail-on-regression", "--llm-report=out")
+    first = _run(pytester, *args)
+    # No earlier run: nothing to compare, the gate passes though gamma fails.
+    assert first.ret == pytest.ExitCode.OK
+    first.stdout.fnmatch_lines(["--llm-baseline=last: no earlier run with these models"])
+    _run(pytester, "--llm-model=nop")  # run 2: other models
+    third = _run(pytester, *args)
+    third.stdout.fnmatch_lines(["baseline: last (history run 1)"])
+    assert read_report(pytester)["baseline"]["run_id"] == 1
+
+
+def test_errors_are_not_hidden_by_the_gate(pytester: pytest.Pytester) -> None:
+    tasks = [*TASKS, {**TASKS[1], "id": "broken", "files": {"/x": 1}}]
+    write_dataset(pytester, tasks)
+    _run(pytester)
+    result = _run(pytester, "--llm-baseline=last", "--llm-fail-on-regression")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["llmtool gate: 1 failures or errors besides failing tasks: the gate does not hide them*"]
+    )
+
+
+def test_an_interrupted_run_keeps_its_exit_status(pytester: pytest.Pytester, dataset: Path) -> None:
+    _run(pytester)
+    pytester.makeconftest(
+        """
+        def pytest_runtest_setup(item):
+            if item.name.startswith("gamma"):
+                raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--llm-baseline=last",
+        "--llm-fail-on-regression",
+        no_reraise_ctrlc=True,
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--llm-fail-on-regression"], "*--llm-fail-on-regression needs --llm-baseline=REF*"),
+        (["--llm-baseline=nothere.json"], "*--llm-baseline: cannot read *nothere.json*"),
+        (["--llm-baseline=7"], "*--llm-baseline: no run history at *history.db*"),
+        (["--llm-baseline=last", "--llm-history=off"], "*which --llm-history=off disables*"),
+    ],
+)
+def test_bad_baseline_options_are_usage_errors(
+    pytester: pytest.Pytester, dataset: Path, args: list[str], message: str
+) -> None:
+    result = _run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_the_gate_switch_takes_no_value_and_its_ini_key_is_checked(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # The bare flag does not swallow the path after it.
+    _run(pytester).assert_outcomes(passed=2, failed=1, skipped=1)
+    result = _run(pytester, "--llm-baseline=last", "--llm-fail-on-regression", "data.jsonl")
+    assert result.ret == pytest.ExitCode.OK
+    pytester.makeini("[pytest]\nllm_fail_on_regression = maybe\n")
+    result = _run(pytester, "--llm-baseline=last")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-fail-on-regression: expected true or false*"])
+
+
+def test_a_baseline_from_a_copied_report(pytester: pytest.Pytester, dataset: Path) -> None:
+    _run(pytester, "--llm-report=out")
+    shutil.copy(pytester.path / "out" / "report.json", pytester.path / "base.json")
+    result = _run(pytester, "--llm-baseline=base.json", "--llm-history=off")
+    result.stdout.fnmatch_lines(["baseline: */base.json (*/base.json)", "oracle*3*no detectable*"])

@@ -1,0 +1,116 @@
+"""The `llmtool` console command: `history list`, `trend` and `show`, as tables and JSON.
+
+The history is two runs of `helpers.TASKS`: run 1 with oracle and nop, run 2 with nop alone.
+By hand: oracle passes alpha and beta and fails gamma (delta skipped): 2/3; nop passes delta
+only: 1/4. Wilson 95% for 2/3: centre (2/3 + 1.96^2/6) / (1 + 1.96^2/3) = 0.5640, half-width
+1.96 * sqrt(2/9/3 + 1.96^2/36) / (1 + 1.96^2/3) = 0.3560: [0.2077, 0.9385]."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmtool.cli import main
+
+LLMTOOL = Path(sys.executable).with_name("llmtool")
+
+
+@pytest.fixture
+def db(pytester: pytest.Pytester, dataset: Path) -> Path:
+    pytester.runpytest("--llm-model=oracle,nop")
+    pytester.runpytest("--llm-model=nop")
+    return pytester.path / ".llmtool" / "history.db"
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_list(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = _json(capsys, "history", "list", "--db", str(db))
+    assert [(r["id"], r["models"], r["items"], r["exit_status"]) for r in runs] == [
+        (1, ["oracle", "nop"], 7, 1),
+        (2, ["nop"], 4, 1),
+    ]
+    oracle = runs[0]["pass_rate"]["oracle"]
+    assert (oracle["passed"], oracle["scored"]) == (2, 3)
+    assert (oracle["low"], oracle["high"]) == pytest.approx((0.2077, 0.9385), abs=1e-4)
+    assert main(["history", "list", "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["Run", "Started", "Models", "Items", "Exit", "Pass", "rate"]
+    assert lines[1].split()[:1] + lines[1].split()[2:] == [
+        *["1", "oracle,", "nop", "7", "1"],
+        *["oracle", "66.7%", "(2/3),", "nop", "25.0%", "(1/4)"],
+    ]
+    assert lines[2].split()[2:] == ["nop", "4", "1", "nop", "25.0%", "(1/4)"]
+
+
+def test_trend_by_model_category_and_task(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    points = _json(capsys, "history", "trend", "--db", str(db), "--model", "nop")
+    assert [(p["run"], p["model"], p["passed"], p["scored"]) for p in points] == [
+        (1, "nop", 1, 4),
+        (2, "nop", 1, 4),
+    ]
+    text = _json(capsys, "history", "trend", "--db", str(db), "--category", "text")
+    # text: beta and gamma. Run 1: oracle 1/2, nop 0/2; run 2: nop 0/2.
+    assert [(p["run"], p["model"], p["passed"], p["scored"]) for p in text] == [
+        (1, "nop", 0, 2),
+        (1, "oracle", 1, 2),
+        (2, "nop", 0, 2),
+    ]
+    by_task = _json(capsys, "history", "trend", "--db", str(db), "--task", "beta", "--by", "task")
+    assert [(p["run"], p["task"], p["passed"]) for p in by_task] == [
+        (1, "data.jsonl::beta[nop]", 0),
+        (1, "data.jsonl::beta[oracle]", 1),
+        (2, "data.jsonl::beta[nop]", 0),
+    ]
+    assert main(["history", "trend", "--db", str(db), "--model", "oracle"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["Run", "Started", "Model", "Pass", "rate", "95%", "CI"]
+    assert lines[1].split()[2:] == ["oracle", "66.7%", "(2/3)", "20.8%", "-", "93.9%"]
+
+
+def test_show(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _json(capsys, "history", "show", "1", "--db", str(db))
+    assert run["models"] == ["oracle", "nop"]
+    assert run["pass_rate"]["nop"]["passed"] == 1
+    assert len(run["items"]) == 7
+    assert _json(capsys, "history", "show", "last", "--db", str(db))["id"] == 2
+    assert main(["history", "show", "1", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("run 1: ")
+    assert ["data.jsonl::gamma[oracle]", "fail", "1/2", "-"] in [
+        line.split() for line in out.splitlines()
+    ]
+
+
+def test_a_missing_database_or_run_is_one_line(
+    tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["history", "list", "--db", str(tmp_path / "none.db")]) == 2
+    assert capsys.readouterr().err == f"llmtool: no run history at {tmp_path / 'none.db'}\n"
+    assert main(["history", "show", "9", "--db", str(db)]) == 2
+    assert "no run 9 in" in capsys.readouterr().err
+
+
+def test_the_installed_command(db: Path, pytester: pytest.Pytester) -> None:
+    # The default --db is .llmtool/history.db in the current directory.
+    done = subprocess.run(
+        [str(LLMTOOL), "history", "list", "--json"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert [r["id"] for r in json.loads(done.stdout)] == [1, 2]
+    table = subprocess.run(
+        [str(LLMTOOL), "history", "trend"], cwd=pytester.path, capture_output=True, text=True
+    )
+    assert table.returncode == 0
+    assert len(table.stdout.splitlines()) == 4  # header, run 1 nop and oracle, run 2 nop

@@ -1,0 +1,125 @@
+"""`--llm-history`: every run appended to SQLite by the controller, with its items."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import TASKS, write_dataset
+
+from pytest_llmtool import history
+from pytest_llmtool.records import EvalReport
+
+
+def _db(pytester: pytest.Pytester) -> Path:
+    return pytester.path / ".llmtool" / "history.db"
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(sql).fetchall()
+
+
+def test_a_run_under_xdist_is_one_row_with_its_items(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    result = pytester.runpytest("-n", "2", "--llm-model=oracle,nop")
+    result.stdout.fnmatch_lines([f"history: run 1 in {_db(pytester)}"])
+    ((run_id, models, kinds, items, exit_status, version, report),) = _query(
+        _db(pytester),
+        "SELECT id, models, kinds, items, exit_status, schema_version, report FROM runs",
+    )
+    assert (run_id, json.loads(models), json.loads(kinds)) == (1, ["oracle", "nop"], ["bash"])
+    # 4 tasks x 2 models, less delta under the oracle (skipped: no solution).
+    assert (items, exit_status, version) == (7, 1, 1)
+    assert EvalReport.model_validate_json(str(report)).metadata.exit_status == 1
+    rows = _query(
+        _db(pytester),
+        "SELECT task_id, model, category, outcome, score, max_score, rate FROM results "
+        "ORDER BY model, task_id",
+    )
+    # Hand-worked in helpers.TASKS: oracle alpha 4/4, beta 2.5/2.5, gamma 1/2; nop alpha 0/4,
+    # beta 1.5/2.5, delta 1/1, gamma 0/2.
+    assert rows == [
+        ("alpha", "nop", "files", "fail", 0.0, 4.0, 0.0),
+        ("beta", "nop", "text", "fail", 1.5, 2.5, 0.6),
+        ("delta", "nop", "misc", "pass", 1.0, 1.0, 1.0),
+        ("gamma", "nop", "text", "fail", 0.0, 2.0, 0.0),
+        ("alpha", "oracle", "files", "pass", 4.0, 4.0, 1.0),
+        ("beta", "oracle", "text", "pass", 2.5, 2.5, 1.0),
+        ("gamma", "oracle", "text", "fail", 1.0, 2.0, 0.5),
+    ]
+
+
+def test_errors_and_an_interrupted_run_are_recorded(pytester: pytest.Pytester) -> None:
+    write_dataset(pytester, [{**TASKS[1], "id": "broken", "files": {"/x": 1}}, *TASKS])
+    pytester.makeconftest(
+        """
+        def pytest_runtest_setup(item):
+            if item.name.startswith("gamma"):
+                raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    ((exit_status,),) = _query(_db(pytester), "SELECT exit_status FROM runs")
+    assert exit_status == pytest.ExitCode.INTERRUPTED
+    outcomes = _query(_db(pytester), "SELECT task_id, outcome FROM results ORDER BY task_id")
+    # The bad line errors with no task id; gamma and delta never ran.
+    assert outcomes == [("", "error"), ("alpha", "pass"), ("beta", "pass")]
+
+
+def test_history_off_and_a_path_of_ones_own(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.runpytest("--llm-history=off")
+    assert not (pytester.path / ".llmtool").exists()
+    pytester.makeini("[pytest]\nllm_history = runs/h.db\n")
+    pytester.runpytest()
+    assert _query(pytester.path / "runs" / "h.db", "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_two_runs_finishing_together_are_both_kept(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    db = pytester.path / "shared.db"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--llm-history={db}"]
+    runs = [subprocess.Popen([*command, "-n", "2"], cwd=pytester.path) for _ in range(2)]
+    assert [run.wait(timeout=300) for run in runs] == [1, 1]
+    assert _query(db, "SELECT id, items FROM runs ORDER BY id") == [(1, 3), (2, 3)]
+    assert _query(db, "SELECT run_id, count(*) FROM results GROUP BY run_id") == [(1, 3), (2, 3)]
+
+
+def test_load_report_by_id_and_last(pytester: pytest.Pytester, dataset: Path) -> None:
+    pytester.runpytest()
+    pytester.runpytest("--llm-model=nop")
+    run_id, report = history.load_report(_db(pytester), "last")
+    assert (run_id, [m.name for m in report.metadata.models]) == (2, ["nop"])
+    assert history.load_report(_db(pytester), 1)[1].metadata.models[0].name == "oracle"
+    assert history.latest_run(_db(pytester), ["oracle"], ["bash"]) == 1
+    with pytest.raises(history.HistoryError, match="no run 3 in"):
+        history.load_report(_db(pytester), 3)
+
+
+def test_a_database_from_a_newer_plugin_is_refused(
+    pytester: pytest.Pytester, dataset: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "future.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (99)")
+    with pytest.raises(history.HistoryError, match="version 99 history database; this"):
+        history.runs(db)
+    # In a run: said in the summary, and the other reports are still written.
+    result = pytester.runpytest(f"--llm-history={db}", "--llm-report=out")
+    result.stdout.fnmatch_lines(["history: not recorded: *version 99 history database*"])
+    assert (pytester.path / "out" / "report.json").is_file()
+
+
+def test_an_empty_database_file_is_migrated_to_the_current_version(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    sqlite3.connect(db).close()  # version 0: no tables
+    assert history.runs(db) == []
+    assert _query(db, "SELECT version FROM schema_version") == [(history.VERSION,)]
