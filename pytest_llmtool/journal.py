@@ -2,8 +2,9 @@
 
 `report.json` is written at the end of the session, so a run killed outright (SIGKILL, the
 machine going away) would keep nothing; the journal keeps every result that finished, for
-`--llm-resume` and for people. The first line is a header (format version, plugin version,
-start time, models, command-line arguments); each further line is
+`--llm-resume` and for people. The first line is a header (format version, start time,
+command-line arguments, and the settings a resumed run must share: `run_identity`); each
+further line is
 `{"type": <kind> | "error", "nodeid": ..., "data": {...}}` (the kind of task, `bash` or
 `scenario`, or an error record), `data` being the record `report.json` holds for that
 item. Lines are flushed as written, so only the line being written when the process dies can
@@ -13,22 +14,62 @@ be lost, and readers drop such a torn last line.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+import pytest
+
+import pytest_llmtool
+
+if TYPE_CHECKING:
+    from pytest_llmtool.settings import Settings
 
 JOURNAL_NAME = "results.jsonl"
 JOURNAL_VERSION = 1
 
 
-class JournalWriter:
-    """Starts a new journal (replacing an old one) and appends entries to it."""
+def journal_path(config: pytest.Config, report_dir: Path | None) -> Path | None:
+    """`results.jsonl` next to the reports, else in pytest's cache (when it is enabled)."""
+    if report_dir is not None:
+        return report_dir / JOURNAL_NAME
+    cache: pytest.Cache | None = getattr(config, "cache", None)
+    return None if cache is None else cache.mkdir("llmtool") / JOURNAL_NAME
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+
+def run_identity(settings: Settings) -> dict[str, Any]:
+    """What a journal's header records of the settings that decide its results: a run may
+    only be resumed under the same ones, or its report would mix two different runs."""
+    return {
+        "plugin": pytest_llmtool.__version__,
+        "models": [m.name for m in settings.models],
+        "model_ids": [f"{m.provider}:{m.model_id}" for m in settings.models],
+        "trials": settings.trials,
+        "max_turns": settings.max_turns,
+    }
+
+
+class JournalWriter:
+    """Starts a new journal (replacing an old one) and appends entries to it.
+
+    The new journal is written beside the old one, header and `seed` entries first, and
+    then moved over it: a resumed run (whose seed is the old journal's results) that dies at
+    any moment leaves one journal or the other, whole, to resume from again."""
+
+    def __init__(
+        self, path: Path, header: dict[str, Any], seed: Iterable[JournalEntry] = ()
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self._file: IO[str] | None = partial.open("w", encoding="utf-8")
         self._write({"type": "header", "version": JOURNAL_VERSION, **header})
+        for entry in seed:
+            self.append(entry.type, entry.nodeid, entry.data)
+        # The open file moves with its name: appends go on into the journal.
+        os.replace(partial, path)
 
     def _write(self, obj: dict[str, Any]) -> None:
         assert self._file is not None, "journal already closed"

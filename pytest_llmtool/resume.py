@@ -1,0 +1,292 @@
+"""`--llm-resume`: finish a stopped run instead of paying for it again.
+
+The results journal (`journal.py`) of a run stopped halfway (Ctrl-C, a killed CI job,
+`--llm-max-cost`) holds every item that finished. Resuming deselects those items, runs the
+rest, and hands the journal's results to the `Controller` before the run, so the report, the
+new journal and the budget cover the whole run as if it had never stopped. An item that
+errored (an outage, a crashed sandbox, the budget) or never ran is not finished: it runs again.
+
+Collection must be the same in every xdist worker, so each worker deselects the same node ids,
+which the controller reads once and passes on (`workerinput`). The controller does not collect
+under xdist: the first worker to finish collecting writes which journal items it still
+collected to a directory they share, so the controller can drop the ones that are gone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pytest_llmtool.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
+from pytest_llmtool.journal import run_identity as current_identity
+from pytest_llmtool.kinds import Kind
+from pytest_llmtool.records import ItemResult
+from pytest_llmtool.roles import KINDS_KEY, Controller
+from pytest_llmtool.settings import Settings
+from pytest_llmtool.state import STATE_KEY
+
+IDS_KEY = "llmtool_resume_ids"
+SHARE_KEY = "llmtool_resume_dir"
+
+# How `run_identity`'s fields read in a refusal.
+IDENTITY_NAMES = {
+    "plugin": "pytest-llmtool version",
+    "models": "--llm-model",
+    "model_ids": "models (as resolved)",
+    "trials": "--llm-trials",
+    "max_turns": "--llm-max-turns",
+}
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a stopped run finished: each result by node id, with its journal entry."""
+
+    source: Path
+    started: dt.datetime
+    results: dict[str, tuple[JournalEntry, ItemResult]]
+    # Entries of a kind no plugin provides now: their items cannot be collected.
+    orphans: tuple[str, ...] = ()
+
+
+def source(config: pytest.Config, settings: Settings) -> Path:
+    """The journal to resume: `--llm-resume=DIR`'s (or the file named), else the one this run
+    would write."""
+    if isinstance(settings.resume, Path):
+        given = settings.resume
+        return given if given.is_file() else given / JOURNAL_NAME
+    path = journal_path(config, settings.report_dir)
+    if path is None:
+        raise pytest.UsageError(
+            "--llm-resume: no journal to resume: without --llm-report the journal is in "
+            "pytest's cache, which is off (-p no:cacheprovider); use --llm-resume=DIR"
+        )
+    return path
+
+
+def mismatch(header: dict[str, Any], identity: dict[str, Any]) -> str | None:
+    """Why a journal's run is not this run (models, trials, plugin version...), or None."""
+    for key, now in identity.items():
+        then = header.get(key)
+        if then != now:
+            return f"{IDENTITY_NAMES.get(key, key)} was {then!r}, is {now!r}"
+    return None
+
+
+def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, Any]]) -> Finished:
+    """The finished results of the journal at `path`; a usage error when there is none, it
+    is damaged, or it is another run's."""
+    if not path.is_file():
+        raise pytest.UsageError(
+            f"--llm-resume: no journal at {path} (a bare --llm-resume takes the next argument "
+            "as DIR: write --llm-resume=DIR)"
+        )
+    try:
+        journal = read_journal(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise pytest.UsageError(f"--llm-resume: {exc}") from None
+    different = mismatch(journal.header, identity)
+    if different is not None:
+        raise pytest.UsageError(
+            f"--llm-resume: {path} is another run's journal ({different}); resume with the "
+            "settings it was started with, or start a new run without --llm-resume"
+        )
+    try:
+        started = dt.datetime.fromisoformat(str(journal.header.get("started")))
+    except ValueError:
+        raise pytest.UsageError(f"--llm-resume: {path}: the header has no start time") from None
+    by_name = {kind.name: kind for kind in kinds}
+    results: dict[str, tuple[JournalEntry, ItemResult]] = {}
+    orphans: list[str] = []
+    for entry in journal.entries:
+        kind = by_name.get(entry.type)
+        if entry.type == "error":
+            continue
+        if kind is None:
+            orphans.append(entry.nodeid)
+            continue
+        try:
+            results[entry.nodeid] = (entry, kind.result_type.model_validate(entry.data))
+        except ValidationError as exc:
+            raise pytest.UsageError(
+                f"--llm-resume: {path}: the result of {entry.nodeid} is not a {kind.name} "
+                f"result: {exc.errors()[0]['msg']}"
+            ) from None
+    return Finished(path, started, results, tuple(orphans))
+
+
+def spent(result: ItemResult) -> float:
+    """What an item's model calls cost, the agent's (when it has a trace) and the judge's."""
+    trace = getattr(result, "trace", None)
+    calls = [*getattr(trace, "llm_calls", []), *result.judge_calls]
+    return sum(call.cost_usd or 0.0 for call in calls)
+
+
+def whole_run_status(status: int, resumed: int, resumed_failed: int) -> int:
+    """The exit status of the whole run: a resumed failure fails it, and a run whose items
+    had all finished before is not one where no tests ran."""
+    if resumed_failed and status in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return pytest.ExitCode.TESTS_FAILED
+    if resumed and status == pytest.ExitCode.NO_TESTS_COLLECTED:
+        return pytest.ExitCode.OK
+    return status
+
+
+def deselect(
+    config: pytest.Config, items: list[pytest.Item], finished: Collection[str]
+) -> list[str]:
+    """Take the finished items out of the run; returns their node ids."""
+    done = [item for item in items if item.nodeid in finished]
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = [item for item in items if item.nodeid not in finished]
+    return [item.nodeid for item in done]
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+class ResumeWorker:
+    """On an xdist worker: deselect what the controller says finished, and say which of
+    those this worker collected."""
+
+    def __init__(self, finished: frozenset[str], share: Path, worker: str) -> None:
+        self.finished = finished
+        self.share = share
+        self.worker = worker
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m and --lf have deselected theirs
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        collected = deselect(config, items, self.finished)
+        _write_atomic(self.share / f"{self.worker}.json", json.dumps(collected))
+
+
+class Resume:
+    """On the reporting process: deselect the finished items (or have the workers do it),
+    hand their results to the controller, and say what was resumed."""
+
+    def __init__(self, config: pytest.Config, finished: Finished, controller: Controller) -> None:
+        self.config = config
+        self.finished = finished
+        self.controller = controller
+        self.share: Path | None = None
+        self.seeded = False
+        self.resumed: list[ItemResult] = []
+        self.dropped: list[str] = []
+        self.to_run = 0
+
+    def _seed(self, collected: Iterable[str]) -> None:
+        """Hand the results of the finished items this run still collected to the
+        controller, and their cost to the budget; once."""
+        if self.seeded or self.config.option.collectonly:
+            return
+        self.seeded = True
+        still = set(collected)
+        kept = [pair for nodeid, pair in self.finished.results.items() if nodeid in still]
+        self.dropped = [
+            *(nodeid for nodeid in self.finished.results if nodeid not in still),
+            *self.finished.orphans,
+        ]
+        self.resumed = [result for _, result in kept]
+        self.controller.resume(kept, self.finished.started)
+        prior = sum(spent(result) for result in self.resumed)
+        if prior:
+            self.config.stash[STATE_KEY].budget.add(prior)
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m and --lf have deselected theirs
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        collected = deselect(config, items, self.finished.results.keys())
+        self.to_run = len(items)
+        self._seed(collected)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.share is None:
+            self.share = Path(tempfile.mkdtemp(prefix="llmtool-resume-"))
+        node.workerinput[IDS_KEY] = sorted(self.finished.results)
+        node.workerinput[SHARE_KEY] = str(self.share)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        """The controller's collection: what the first worker collected."""
+        if self.seeded or self.share is None:
+            return
+        self.to_run = len(ids)
+        written = self.share / f"{node.workerinput['workerid']}.json"
+        try:
+            collected: list[str] = json.loads(written.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            # A remote worker's files are elsewhere: keep every finished item.
+            collected = list(self.finished.results)
+        self._seed(collected)
+
+    @pytest.hookimpl(tryfirst=True)  # before the controller reports the status
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        failed = sum(not result.passed for result in self.resumed)
+        status = whole_run_status(int(session.exitstatus), len(self.resumed), failed)
+        session.exitstatus = pytest.ExitCode(status)
+
+    def pytest_report_header(self) -> str:
+        count = len(self.finished.results)
+        return f"llmtool: resuming {self.finished.source}: {count} finished items"
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.seeded:
+            return
+        failed = sum(not result.passed for result in self.resumed)
+        terminalreporter.write_line(
+            f"llmtool: resumed {_items(len(self.resumed))} from {self.finished.source} "
+            f"({len(self.resumed) - failed} passed, {failed} failed); {self.to_run} run now"
+        )
+        if self.dropped:
+            shown = ", ".join(self.dropped[:5])
+            more = f" and {len(self.dropped) - 5} more" if len(self.dropped) > 5 else ""
+            terminalreporter.write_line(
+                f"llmtool: left out {_items(len(self.dropped))} of the journal no longer "
+                f"collected: {shown}{more}"
+            )
+
+    def pytest_unconfigure(self) -> None:
+        if self.share is not None:
+            shutil.rmtree(self.share, ignore_errors=True)
+
+
+def install(config: pytest.Config, settings: Settings, controller: Controller | None) -> None:
+    """Register the resume plugin of this process, when the run resumes; a usage error when
+    its journal cannot be resumed. Called from `pytest_configure`."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if IDS_KEY in workerinput:
+            worker = ResumeWorker(
+                frozenset(workerinput[IDS_KEY]),
+                Path(workerinput[SHARE_KEY]),
+                workerinput["workerid"],
+            )
+            config.pluginmanager.register(worker, "llmtool-resume")
+        return
+    if settings.resume is False or controller is None:
+        return
+    path = source(config, settings)
+    finished = read_finished(path, current_identity(settings), config.stash[KINDS_KEY])
+    config.pluginmanager.register(Resume(config, finished, controller), "llmtool-resume")
