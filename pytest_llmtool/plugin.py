@@ -15,11 +15,14 @@ import pytest
 
 from pytest_llmtool import hookspecs
 from pytest_llmtool.budget import Budget
+from pytest_llmtool.gate import GATE_KEY, RegressionGate
+from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.items import LlmFile
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 from pytest_llmtool.report import JsonWriter, MarkdownWriter, TerminalWriter, Writer
+from pytest_llmtool.resume import install as install_resume
 from pytest_llmtool.roles import KINDS_KEY, SPEND_DIR_KEY, WRITERS_KEY, Controller, Runner
 from pytest_llmtool.settings import Settings, add_options
 from pytest_llmtool.signals import TermAsInterrupt
@@ -41,7 +44,13 @@ def pytest_llmtool_kinds(config: pytest.Config) -> list[Kind[Any, Any]]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
-    return [TerminalWriter(), JsonWriter(), MarkdownWriter()]
+    history = config.stash[STATE_KEY].settings.history
+    return [
+        TerminalWriter(),
+        JsonWriter(),
+        MarkdownWriter(),
+        *([HistoryWriter(history)] if history is not None else []),
+    ]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[WRITERS_KEY] = [
         w for ws in config.hook.pytest_llmtool_writers(config=config) for w in ws
     ]
+    controller = None if workerinput else Controller(config)
+    # Before anything starts: a journal that cannot be resumed is a usage error.
+    install_resume(config, settings, controller)
     config.pluginmanager.register(Runner(spend_dir), "llmtool-runner")
     signals = TermAsInterrupt()
     config.pluginmanager.register(signals, "llmtool-signals")
@@ -75,8 +87,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
     # default action could cut the cancelling of runs in flight short.
     config.add_cleanup(signals.uninstall)
-    if workerinput is None:
-        config.pluginmanager.register(Controller(config), "llmtool-controller")
+    if controller is not None:
+        config.pluginmanager.register(controller, "llmtool-controller")
+        if settings.baseline is not None:
+            gate = RegressionGate(settings.baseline, settings.history, settings.fail_on_regression)
+            config.pluginmanager.register(gate, "llmtool-gate")
+            config.stash[GATE_KEY] = gate
+        elif settings.fail_on_regression:
+            raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:

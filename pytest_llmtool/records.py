@@ -15,6 +15,43 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+from pytest_llmtool import stats
+
+IntervalMethod = Literal["wilson", "t", "clustered-t"]
+
+
+class Interval(BaseModel):
+    """A 95% interval beside a rate or a difference (`stats.py`, `intervals.py`).
+
+    `method`: `wilson` for a pass rate over independent tasks, `t` for a mean over tasks (a
+    Student t quantile below 30), `clustered-t` for the same over tasks of several attempts
+    each (averaged per task first). `n` counts tasks, the independent units; `small` flags
+    fewer than 30, where the interval is wide."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    method: IntervalMethod
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def small(self) -> bool:
+        return self.n < stats.SMALL_SAMPLE
+
+    @classmethod
+    def of(cls, interval: stats.Interval, method: IntervalMethod) -> Interval:
+        return cls(
+            estimate=interval.estimate,
+            low=interval.low,
+            high=interval.high,
+            n=interval.n,
+            method=method,
+        )
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
 
 class Usage(BaseModel):
     """Token counts of one call. `input_tokens` is the whole prompt, cached parts included,
@@ -369,6 +406,16 @@ class CategorySummary(BaseModel):
     score: float = 0.0
     max_score: float = 0.0
     rate: float = 0.0
+    rate_ci: Interval | None = None
+    pass_rate_ci: Interval | None = None
+
+
+class HealthCriterion(BaseModel):
+    """One line of seed 000's "Healthy Profile", judged on the point estimate."""
+
+    criterion: str
+    value: str
+    met: bool
 
 
 class EvalSummary(BaseModel):
@@ -398,6 +445,12 @@ class EvalSummary(BaseModel):
     avg_duration_ms: float = 0.0
     errors: int = 0
     by_category: dict[str, CategorySummary] = Field(default_factory=dict)
+    # 95% intervals of `pass_rate`, `overall_rate` and `tool_call_success_rate` (same
+    # estimates); None with nothing to rate.
+    pass_rate_ci: Interval | None = None
+    overall_rate_ci: Interval | None = None
+    tool_call_success_ci: Interval | None = None
+    healthy_profile: list[HealthCriterion] = Field(default_factory=list)
     # The `llm_judge:` checks' calls: already in the token, retry and cost totals above (they
     # are paid for like the agent's), and here apart.
     judge: CallUsage = Field(default_factory=CallUsage)
@@ -432,6 +485,9 @@ class ScenarioSummary(BaseModel):
     completed: int = 0
     mean_first_try_success_rate: float = 0.0
     mean_iteration_ratio: float = 0.0
+    # 95% intervals of passed / scenarios and gates_passed / gates_total.
+    pass_rate_ci: Interval | None = None
+    gate_pass_rate_ci: Interval | None = None
     # Every model call of the model's scenarios, agent and judge; and the judge's apart.
     usage: CallUsage = Field(default_factory=CallUsage)
     judge: CallUsage = Field(default_factory=CallUsage)
@@ -456,7 +512,49 @@ class TrialSummary(BaseModel):
     pass_at_k: dict[int, float] = Field(default_factory=dict)
     pass_hat_k: dict[int, float] = Field(default_factory=dict)
     tasks_at_k: dict[int, int] = Field(default_factory=dict)
+    # 95% intervals over the per-task values behind `pass_at_k` and `pass_hat_k`.
+    pass_at_k_ci: dict[int, Interval] = Field(default_factory=dict)
+    pass_hat_k_ci: dict[int, Interval] = Field(default_factory=dict)
     flaky: list[str] = Field(default_factory=list)
+
+
+class Comparison(BaseModel):
+    """A paired comparison of `a` and `b` over the tasks both ran (`compare.py`): two models,
+    or two guidance documents of one model's scenarios.
+
+    Per task, attempts are averaged (pass rate, score: the weighted check score of a bash
+    task, the gates-passed ratio of a scenario); differences are `a - b`. McNemar counts a
+    task as passed when most of its attempts passed. `a_only` lists the tasks `a` passes and
+    `b` fails, `b_only` the reverse. The verdict names a winner only when the pass-rate
+    interval excludes 0 and McNemar's p < 0.05 agree."""
+
+    kind: str
+    subject: Literal["model", "guidance"]
+    a: str
+    b: str
+    model: str | None = None
+    tasks: int
+    a_pass_rate: float
+    b_pass_rate: float
+    pass_difference: Interval
+    score_difference: Interval
+    a_only: list[str] = Field(default_factory=list)
+    b_only: list[str] = Field(default_factory=list)
+    mcnemar_p: float
+    better: str | None = None
+    verdict: str
+
+
+class Diagnostics(BaseModel):
+    """Seed 000's cross-model diagnostics for one kind, over two or more models: tasks every
+    model fails (a gap in the tool, or a broken task), tasks only one model fails (a
+    capability difference: model -> tasks) and categories below 50% for every model."""
+
+    models: list[str]
+    tasks: int
+    failed_by_all: list[str] = Field(default_factory=list)
+    failed_by_one: dict[str, list[str]] = Field(default_factory=dict)
+    weak_categories: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
@@ -520,6 +618,50 @@ class BudgetSummary(BaseModel):
         )
 
 
+class BaselineChange(BaseModel):
+    """One model against the baseline over the tasks both runs scored (`baseline.py`).
+
+    Tasks are node ids without the trial suffix; attempts are averaged per task, differences
+    are current - baseline. `worse`/`better` list the tasks whose pass rate fell/rose (with
+    one attempt each: pass -> fail and fail -> pass, McNemar's discordant pairs); `added` and
+    `removed` tasks are left out of the test. `detectable_change` is the smallest change in
+    pass rate this many tasks could detect (80% power at 5%); None when no task changed."""
+
+    model: str
+    tasks: int
+    baseline_pass_rate: float
+    current_pass_rate: float
+    pass_rate_change: Interval | None = None
+    score_change: Interval | None = None
+    mcnemar_p: float | None = None
+    detectable_change: float | None = None
+    worse: list[str] = Field(default_factory=list)
+    better: list[str] = Field(default_factory=list)
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    regressed: bool
+    verdict: str
+
+
+class BaselineComparison(BaseModel):
+    """`--llm-baseline`: where the baseline came from and each shared model's change.
+
+    `source` is empty when `last` found no earlier run with the same models and kinds."""
+
+    ref: str
+    source: str = ""
+    run_id: int | None = None
+    models: list[BaselineChange] = Field(default_factory=list)
+    # Models of this run the baseline did not run: nothing to compare them with.
+    unmatched: list[str] = Field(default_factory=list)
+    gate: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def regressed(self) -> bool:
+        return any(m.regressed for m in self.models)
+
+
 class EvalReport(BaseModel):
     """The run record (`report.json`): every kind's results and summaries, and the errors."""
 
@@ -533,10 +675,16 @@ class EvalReport(BaseModel):
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
     # With --llm-trials above 1: kind name -> model -> statistics of the repeated attempts.
     trials: dict[str, dict[str, TrialSummary]] = Field(default_factory=dict)
+    # With two or more models, or guidance documents: paired comparisons (`compare.py`).
+    comparisons: list[Comparison] = Field(default_factory=list)
+    # With two or more models: kind name -> cross-model diagnostics.
+    diagnostics: dict[str, Diagnostics] = Field(default_factory=dict)
     # Sections of kinds added by other plugins, by kind name.
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # With --llm-max-cost: the limit and the whole run's spend.
     budget: BudgetSummary | None = None
+    # With --llm-baseline: this run against the baseline, per model.
+    baseline: BaselineComparison | None = None
 
 
 # Shipped with the package so that readers of `report.json` can validate it without this code.

@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 
 import pytest_llmtool
+from pytest_llmtool.compare import comparisons, diagnostics
 from pytest_llmtool.compat import xdist_pending
+from pytest_llmtool.gate import GATE_KEY
 from pytest_llmtool.items import BadInputItem, LlmItem
-from pytest_llmtool.journal import JOURNAL_NAME, JournalWriter
+from pytest_llmtool.journal import JournalEntry, JournalWriter, journal_path, run_identity
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
 from pytest_llmtool.report import Writer
@@ -119,33 +121,37 @@ class Controller:
         self.written: list[Path] = []
         self.journal: JournalWriter | None = None
 
-    def _journal_path(self) -> Path | None:
-        """`results.jsonl` next to the reports, else in pytest's cache (when it is enabled)."""
-        report_dir = self.config.stash[STATE_KEY].settings.report_dir
-        if report_dir is not None:
-            return report_dir / JOURNAL_NAME
-        cache: pytest.Cache | None = getattr(self.config, "cache", None)
-        return None if cache is None else cache.mkdir("llmtool") / JOURNAL_NAME
+    def _open_journal(self, seed: list[JournalEntry]) -> None:
+        settings = self.config.stash[STATE_KEY].settings
+        path = journal_path(self.config, settings.report_dir)
+        if path is None:
+            return
+        params = self.config.invocation_params
+        header = {
+            **run_identity(settings),
+            "started": self.started.isoformat(timespec="seconds"),
+            "args": list(params.args),
+            "invocation_dir": str(params.dir),
+        }
+        self.journal = JournalWriter(path, header, seed)
 
     def _record(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
         """Journal a finished item at once, so that even a killed run keeps it. The journal
         is started by the first one: a run without LLM items leaves the last journal be."""
         if self.journal is None:
-            path = self._journal_path()
-            if path is None:
+            self._open_journal([])
+            if self.journal is None:
                 return
-            params = self.config.invocation_params
-            self.journal = JournalWriter(
-                path,
-                {
-                    "plugin": pytest_llmtool.__version__,
-                    "started": self.started.isoformat(timespec="seconds"),
-                    "models": [m.name for m in self.config.stash[STATE_KEY].settings.models],
-                    "args": list(params.args),
-                    "invocation_dir": str(params.dir),
-                },
-            )
         self.journal.append(kind, nodeid, data)
+
+    def resume(self, finished: list[tuple[JournalEntry, ItemResult]], started: dt.datetime) -> None:
+        """`--llm-resume`: an earlier run's finished results become this run's, from the
+        time it started, and the new journal starts with them at once, so that it again
+        holds every finished item when this run is stopped too."""
+        self.started = started
+        for entry, result in finished:
+            self.results[entry.type].append(result)
+        self._open_journal([entry for entry, _ in finished])
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -201,18 +207,26 @@ class Controller:
                 if self.results[kind.name]
             }
         budget = self.config.stash[STATE_KEY].budget.summary()
-        return EvalReport(
+        report = EvalReport(
             metadata=self._metadata(exitstatus), errors=self.errors, budget=budget, **fields
         )
+        # Read off the kinds' finished sections: models and guidance documents side by side.
+        report.comparisons = comparisons(report)
+        report.diagnostics = diagnostics(report)
+        return report
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.journal is not None:
             self.journal.close()
         if not (self.errors or any(self.results.values())):
             return
         # Runs even when the session was interrupted, so a partial run still leaves a report.
-        self.report = self.build_report(exitstatus)
+        # The session's status, which a resumed run sets from the whole run's results.
+        self.report = self.build_report(session.exitstatus)
+        gate = self.config.stash.get(GATE_KEY, None)
+        if gate is not None:  # --llm-baseline: compares, and may decide the exit status
+            session.exitstatus = gate.judge(self.report, self.kinds, session, session.exitstatus)
         directory = self.config.stash[STATE_KEY].settings.report_dir
         for writer in self.config.stash[WRITERS_KEY]:
             self.written += writer.files(self.report, self.kinds, directory)

@@ -25,6 +25,11 @@ class OptionDef:
     metavar: str
     default: str
     help: str
+    # The value a bare flag takes (`--llm-resume`); the flag's value is optional then.
+    const: str | None = None
+    # A switch: the bare flag means true and takes no value (so `--flag tests/` reads right);
+    # the ini key sets it either way.
+    switch: bool = False
 
 
 OPTIONS = (
@@ -42,6 +47,28 @@ OPTIONS = (
         "attempts per task and model, each its own item in its own sandbox (pass@k, flakiness)",
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
+    OptionDef(
+        "llm_history",
+        "PATH",
+        ".llmtool/history.db",
+        "append every run to this SQLite database (relative to the rootdir from the ini); "
+        "'off' disables it; read it with `llmtool history`",
+    ),
+    OptionDef(
+        "llm_baseline",
+        "REF",
+        "",
+        "compare this run with a baseline, per model over the tasks both ran: a report.json "
+        "path, a history run id, or 'last' (the newest earlier run with the same models)",
+    ),
+    OptionDef(
+        "llm_fail_on_regression",
+        "BOOL",
+        "false",
+        "let the baseline comparison decide the exit status: 0 unless a model regressed "
+        "beyond noise (then 6), even with failing tasks; errors and interrupts keep theirs",
+        switch=True,
+    ),
     OptionDef(
         "llm_concurrency",
         "N",
@@ -119,18 +146,31 @@ OPTIONS = (
         "file-name patterns of JSONL files that may be datasets; a matching file is "
         "collected only if one of its first lines is a task object (with id and prompt)",
     ),
+    OptionDef(
+        "llm_resume",
+        "DIR",
+        "",
+        "resume a stopped run: run only the items its results journal has no result for, "
+        "and report the whole run; bare, from the journal this run would write (the "
+        "--llm-report DIR, else pytest's cache); --llm-resume=DIR from DIR/results.jsonl",
+        const="true",
+    ),
 )
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmtool", "LLM tool-use evaluations (pytest-llmtool)")
     for opt in OPTIONS:
+        optional: dict[str, Any] = {} if opt.const is None else {"nargs": "?", "const": opt.const}
+        if opt.switch:
+            optional = {"action": "store_const", "const": "true"}
         group.addoption(
             "--" + opt.name.replace("_", "-"),
             dest=opt.name,
             default=None,
             metavar=opt.metavar,
             help=f"{opt.help} (ini: {opt.name}; default: {opt.default or 'none'})",
+            **optional,
         )
         parser.addini(opt.name, help=opt.help, default=opt.default)
     parser.addini(
@@ -198,6 +238,37 @@ def _base_urls(text: str) -> dict[str, str]:
     return urls
 
 
+def _history(config: pytest.Config) -> Path | None:
+    if _raw(config, "llm_history")[0].strip().lower() == "off":
+        return None
+    return _path(config, "llm_history")
+
+
+def _baseline(config: pytest.Config) -> str | Path | None:
+    """A history reference (`last`, a run id) as it is; anything else is a report.json path."""
+    text = _raw(config, "llm_baseline")[0].strip()
+    if text == "last" or text.isdigit():
+        return text
+    return _path(config, "llm_baseline")
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    text = _raw(config, name)[0].strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        flag = "--" + name.replace("_", "-")
+        raise pytest.UsageError(f"{flag}: expected true or false, got {text!r}")
+    return text in ("true", "1", "yes", "on")
+
+
+def _resume(config: pytest.Config) -> Path | bool:
+    text = _raw(config, "llm_resume")[0].strip()
+    if text.lower() in ("", "false", "0", "no", "off"):
+        return False
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    return _path(config, "llm_resume") or False
+
+
 @dataclass(frozen=True)
 class Settings:
     models: tuple[ModelRef, ...]
@@ -219,6 +290,11 @@ class Settings:
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
     sandbox: str = "bwrap"
+    history: Path | None = None
+    baseline: str | Path | None = None
+    fail_on_regression: bool = False
+    # --llm-resume: False, True (the journal this run would write) or a report directory.
+    resume: Path | bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -317,4 +393,8 @@ class Settings:
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
             sandbox=sandbox,
+            history=_history(config),
+            baseline=_baseline(config),
+            fail_on_regression=_flag(config, "llm_fail_on_regression"),
+            resume=_resume(config),
         )

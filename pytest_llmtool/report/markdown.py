@@ -12,7 +12,15 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.records import EvalReport, RunMetadata
+from pytest_llmtool import baseline
+from pytest_llmtool.intervals import SMALL_NOTE
+from pytest_llmtool.records import BaselineComparison, EvalReport, RunMetadata
+from pytest_llmtool.report.comparisons import (
+    comparison_rows,
+    comparisons_small,
+    diagnostic_findings,
+    flips,
+)
 from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
@@ -57,6 +65,7 @@ def markdown_report(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
     lines = ["# pytest-llmtool eval report", "", *_metadata_lines(report.metadata)]
     for kind in kinds:
         lines += kind.markdown_summary(report)
+    lines += _comparison_lines(report)
     if report.trials:
         lines += _trial_lines(report)
     if report.errors:
@@ -65,9 +74,44 @@ def markdown_report(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
         lines += [*table(["Item", "Error"], rows), ""]
     if report.budget is not None:
         lines += ["## Budget", "", text(report.budget.line()), ""]
+    if report.baseline is not None:
+        lines += _baseline_lines(report.baseline)
     for kind in kinds:
         lines += kind.markdown_details(report)
     return "\n".join(lines)
+
+
+def _baseline_lines(comparison: BaselineComparison) -> list[str]:
+    """`--llm-baseline`: the paired change per model, the flipped tasks and the verdict."""
+    lines = ["## Baseline", "", f"Baseline {text(comparison.ref)}: {text(comparison.source)}", ""]
+    if comparison.models:
+        lines += [*table(*baseline.change_rows(comparison)), ""]
+    lines += [f"- {text(note)}" for note in baseline.notes(comparison)]
+    return [*lines, "", f"**Verdict:** {text(baseline.verdict(comparison))}", ""]
+
+
+def markdown_note(value: object) -> str:
+    """`text` with `*` escaped too: a footnote such as `SMALL_NOTE` would start a list."""
+    return text(value).replace("*", "\\*")
+
+
+def _comparison_lines(report: EvalReport) -> list[str]:
+    """Models and guidance documents side by side, the flipped tasks, then the diagnostics."""
+    lines = []
+    if report.comparisons:
+        lines += ["", "## Comparisons", "", "Paired over the tasks both ran; a - b.", ""]
+        lines += table(*comparison_rows(report))
+        if comparisons_small(report):
+            lines += ["", markdown_note(SMALL_NOTE)]
+        for said, tasks in flips(report):
+            lines += ["", f"{text(said)}:", "", *(f"- {code(task)}" for task in tasks)]
+        lines += [""]
+    findings = diagnostic_findings(report)
+    if findings:
+        lines += ["## Cross-Model Diagnostics", ""]
+        for said, items in findings:
+            lines += [f"{text(said)}:", "", *(f"- {code(item)}" for item in items), ""]
+    return lines
 
 
 def _trial_lines(report: EvalReport) -> list[str]:

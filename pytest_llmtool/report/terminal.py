@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.records import EvalReport
+from pytest_llmtool.report.comparisons import (
+    comparison_rows,
+    comparisons_small,
+    diagnostic_findings,
+    flips,
+)
 from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
@@ -29,12 +36,30 @@ def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[
         section = kind.terminal_lines(report)
         if section:
             lines += [*([""] if lines else []), *section]
+    compared = comparison_lines(report)
+    if compared:
+        lines += [*([""] if lines else []), *compared]
     if report.trials:
         lines += [*([""] if lines else []), *trial_lines(report)]
     if report.errors:
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
     if report.budget is not None:
         lines += ["", report.budget.line()]
+    return lines
+
+
+def comparison_lines(report: EvalReport) -> list[str]:
+    """Models and guidance documents side by side, the flipped tasks, then the diagnostics."""
+    lines = []
+    if report.comparisons:
+        lines += ["Comparisons (paired over the tasks both ran; a - b):"]
+        lines += format_table(*comparison_rows(report))
+        lines += [SMALL_NOTE] if comparisons_small(report) else []
+        lines += [f"  {said}: {_few(tasks)}" for said, tasks in flips(report)]
+    findings = diagnostic_findings(report)
+    if findings:
+        lines += [*([""] if lines else []), "Cross-model diagnostics:"]
+        lines += [f"  {said}: {_few(items)}" for said, items in findings]
     return lines
 
 
@@ -48,3 +73,13 @@ def trial_lines(report: EvalReport) -> list[str]:
         lines += ["", "Flaky tasks (attempts disagree):"]
         lines += [f"  [{kind} {model}] {task}" for kind, model, task in flaky]
     return lines
+
+
+# A terminal line names this many tasks at most; report.md and report.json list them all.
+TERMINAL_LIST = 5
+
+
+def _few(names: list[str]) -> str:
+    shown = ", ".join(names[:TERMINAL_LIST])
+    more = len(names) - TERMINAL_LIST
+    return f"{shown}, and {more} more (all in report.md)" if more > 0 else shown

@@ -3,9 +3,10 @@ section of `report.md`."""
 
 from __future__ import annotations
 
+from pytest_llmtool.intervals import SMALL_NOTE, any_small, bounds, show
 from pytest_llmtool.kinds.bash.summary import friction_signals
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
-from pytest_llmtool.report.markdown import Code, table, text
+from pytest_llmtool.report.markdown import Code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
 
@@ -22,7 +23,8 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
     models = list(by_model)
     metrics: list[tuple[str, list[str]]] = [
         ("Tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
-        ("Overall rate", [f"{s.overall_rate:.0%}" for s in by_model.values()]),
+        ("Pass rate", [show(s.pass_rate_ci, s.pass_rate) for s in by_model.values()]),
+        ("Overall rate", [show(s.overall_rate_ci, s.overall_rate) for s in by_model.values()]),
         (
             "Tool calls (ok/err)",
             [
@@ -30,7 +32,10 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
                 for s in by_model.values()
             ],
         ),
-        ("Tool call success", [f"{s.tool_call_success_rate:.0%}" for s in by_model.values()]),
+        (
+            "Tool call success",
+            [show(s.tool_call_success_ci, s.tool_call_success_rate) for s in by_model.values()],
+        ),
         ("Avg turns/task", [f"{s.avg_turns_per_task:.1f}" for s in by_model.values()]),
         (
             "Natural stops",
@@ -103,7 +108,7 @@ def category_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[lis
         cells = []
         for summary in by_model.values():
             c = summary.by_category.get(name)
-            cells.append(f"{c.rate:.0%} ({c.passed}/{c.tasks})" if c else "-")
+            cells.append(f"{c.rate:.0%} ({c.passed}/{c.tasks}) {bounds(c.rate_ci)}" if c else "-")
         rows.append([name, *cells])
     return ["Category", *by_model], rows
 
@@ -112,14 +117,48 @@ def report_models(report: EvalReport) -> dict[str, EvalSummary]:
     return report.by_model or {"all": report.summary}
 
 
+def _small(by_model: dict[str, EvalSummary]) -> bool:
+    """Whether the tables show a `*` (a rate over fewer than 30 tasks)."""
+    return any_small(
+        i
+        for s in by_model.values()
+        for i in (
+            s.pass_rate_ci,
+            s.overall_rate_ci,
+            s.tool_call_success_ci,
+            *(c.rate_ci for c in s.by_category.values()),
+        )
+    )
+
+
+def healthy_lines(by_model: dict[str, EvalSummary]) -> list[tuple[str, str]]:
+    """Per model, seed 000's healthy profile in one line: how many criteria it meets and the
+    ones it misses, with the values."""
+    lines = []
+    for model, s in by_model.items():
+        if not s.healthy_profile:
+            continue
+        missed = [f"{c.criterion} ({c.value})" for c in s.healthy_profile if not c.met]
+        met = len(s.healthy_profile) - len(missed)
+        said = f"{met}/{len(s.healthy_profile)} criteria met"
+        lines.append((model, f"{said}; not met: {', '.join(missed)}" if missed else said))
+    return lines
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = format_table(*summary_rows(by_model))
     lines += ["", *format_table(*category_rows(by_model))]
+    if _small(by_model):
+        lines += [SMALL_NOTE]
     signals = _signals(report, by_model)
     if signals:
         lines += ["", "Friction signals:"]
         lines += [f"  [{model}] {signal}" for model, signal in signals]
+    healthy = healthy_lines(by_model)
+    if healthy:
+        lines += ["", "Healthy profile (seed 000):"]
+        lines += [f"  [{model}] {line}" for model, line in healthy]
     return lines
 
 
@@ -135,12 +174,30 @@ def markdown_summary(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = ["", "## Summary", "", *table(*summary_rows(by_model)), ""]
     lines += ["## By Category", "", *table(*category_rows(by_model)), ""]
+    if _small(by_model):
+        lines += [markdown_note(SMALL_NOTE), ""]
     signals = [
         f"- \\[{text(model)}\\] {text(signal)}" for model, signal in _signals(report, by_model)
     ]
     if signals:
         lines += ["## Friction Signals", "", *signals, ""]
+    if any(s.healthy_profile for s in by_model.values()):
+        lines += ["## Healthy Profile", "", *table(*_healthy_rows(by_model)), ""]
     return lines
+
+
+def _healthy_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
+    """Seed 000's criteria by model: met or not, with the value."""
+    shown = {m: s.healthy_profile for m, s in by_model.items() if s.healthy_profile}
+    criteria = next(iter(shown.values()))
+    rows = [
+        [
+            c.criterion,
+            *(f"{'met' if p[n].met else 'not met'} ({p[n].value})" for p in shown.values()),
+        ]
+        for n, c in enumerate(criteria)
+    ]
+    return ["Criterion", *shown], rows
 
 
 def markdown_details(report: EvalReport) -> list[str]:

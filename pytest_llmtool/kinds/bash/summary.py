@@ -7,14 +7,18 @@ Items whose agent or sandbox crashed are infrastructure errors: they are counted
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from pytest_llmtool import intervals
 from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
     EvalSummary,
+    HealthCriterion,
     TaskResult,
 )
+from pytest_llmtool.trials import attempt_of
 
 # Friction thresholds: seed 000's "Interpreting Results" section, made concrete.
 LOW_TOOL_SUCCESS = 0.75
@@ -23,6 +27,12 @@ HIGH_AVG_TURNS = 7.0
 FREQUENT_TURN_LIMIT = 0.2
 LOW_PASS_RATE = 0.5
 HIGH_FAILED_TOKEN_FACTOR = 2.0
+T = TypeVar("T")
+# Seed 000's "Healthy Profile".
+HEALTHY_RATE = 0.9
+HEALTHY_TOOL_SUCCESS = 0.8
+HEALTHY_TURNS = 5.0
+HEALTHY_CATEGORY = 0.7
 
 
 def _mean(values: list[float]) -> float | None:
@@ -79,10 +89,69 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
     s.avg_duration_ms = _ratio(s.total_duration_ms, n)
     s.mean_base_context = _ratio(s.mean_base_context, n)
     s.mean_context_growth_avg = _ratio(s.mean_context_growth_avg, n)
-    for category in categories.values():
+    for name, category in categories.items():
         category.rate = _rate(category.score, category.max_score, category.tasks)
+        _add_intervals(category, [r for r in results if r.category == name])
     s.by_category = dict(sorted(categories.items()))
+    _add_intervals(s, results)
+    s.tool_call_success_ci = intervals.ratio(
+        _by_task(results, lambda r: (r.trace.tool_calls_ok, r.trace.tool_call_count))
+    )
+    s.healthy_profile = healthy_profile(s)
     return s
+
+
+def _by_task(results: list[TaskResult], value: Callable[[TaskResult], T]) -> dict[str, list[T]]:
+    """Per task (its node id without the trial suffix), the values of its attempts."""
+    grouped: dict[str, list[T]] = defaultdict(list)
+    for r in results:
+        grouped[attempt_of(r)].append(value(r))
+    return grouped
+
+
+def _add_intervals(summary: EvalSummary | CategorySummary, results: list[TaskResult]) -> None:
+    """Intervals over tasks, not attempts or checks: the pass rate, and the weighted rate as
+    the ratio of summed scores to summed max scores (the figure printed)."""
+    rate_ci = intervals.ratio(_by_task(results, lambda r: (r.score.score, r.score.max_score)))
+    pass_ci = intervals.pass_rate(_by_task(results, lambda r: r.passed))
+    if isinstance(summary, EvalSummary):
+        summary.overall_rate_ci, summary.pass_rate_ci = rate_ci, pass_ci
+    else:
+        summary.rate_ci, summary.pass_rate_ci = rate_ci, pass_ci
+
+
+def healthy_profile(s: EvalSummary) -> list[HealthCriterion]:
+    """Seed 000's healthy profile, criterion by criterion, on the point estimates."""
+    if not s.total_tasks:
+        return []
+    lowest = min(s.by_category.items(), key=lambda c: c[1].rate, default=None)
+    return [
+        HealthCriterion(
+            criterion=f"overall rate > {HEALTHY_RATE:.0%}",
+            value=f"{s.overall_rate:.0%}",
+            met=s.overall_rate > HEALTHY_RATE,
+        ),
+        HealthCriterion(
+            criterion=f"tool call success > {HEALTHY_TOOL_SUCCESS:.0%}",
+            value=f"{s.tool_call_success_rate:.0%}" if s.total_tool_calls else "no calls",
+            met=s.tool_call_success_rate > HEALTHY_TOOL_SUCCESS,
+        ),
+        HealthCriterion(
+            criterion=f"avg turns < {HEALTHY_TURNS:g}",
+            value=f"{s.avg_turns_per_task:.1f}",
+            met=s.avg_turns_per_task < HEALTHY_TURNS,
+        ),
+        HealthCriterion(
+            criterion=f"no category below {HEALTHY_CATEGORY:.0%}",
+            value="-" if lowest is None else f"lowest {lowest[0]} {lowest[1].rate:.0%}",
+            met=lowest is None or lowest[1].rate >= HEALTHY_CATEGORY,
+        ),
+        HealthCriterion(
+            criterion="natural stop on most tasks",
+            value=f"{s.natural_stops}/{s.total_tasks}",
+            met=s.natural_stops > s.total_tasks / 2,
+        ),
+    ]
 
 
 def summary_fields(results: list[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:

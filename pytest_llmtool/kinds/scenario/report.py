@@ -3,8 +3,9 @@ three layers in `report.md`."""
 
 from __future__ import annotations
 
+from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
 from pytest_llmtool.records import EvalReport, ScenarioResult
-from pytest_llmtool.report.markdown import code, table, text
+from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
 
@@ -83,8 +84,33 @@ def guidance_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[s
     return headers, rows
 
 
+def model_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+    """Per model: scenarios passed and gates passed, each rate with its interval."""
+    headers = ["Model", "Passed", "Pass rate", "Gates", "Gate pass rate"]
+    rows = [
+        [
+            model,
+            f"{s.passed}/{s.scenarios}",
+            show(s.pass_rate_ci),
+            f"{s.gates_passed}/{s.gates_total}",
+            show(s.gate_pass_rate_ci),
+        ]
+        for model, s in report.scenario_summary.items()
+    ]
+    return headers, rows
+
+
+def _small(report: EvalReport) -> bool:
+    return any_small(
+        i for s in report.scenario_summary.values() for i in (s.pass_rate_ci, s.gate_pass_rate_ci)
+    )
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     lines = format_table(*scenario_rows(report.scenarios))
+    if report.scenario_summary:
+        lines += ["", *format_table(*model_rows(report))]
+        lines += [SMALL_NOTE] if _small(report) else []
     headers, rows = guidance_rows(report.scenarios)
     if rows:
         lines += ["", "Guidance comparison:", *format_table(headers, rows)]
@@ -93,6 +119,9 @@ def terminal_lines(report: EvalReport) -> list[str]:
 
 def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Scenarios", "", *table(*scenario_rows(report.scenarios)), ""]
+    if report.scenario_summary:
+        lines += ["## Scenarios by Model", "", *table(*model_rows(report)), ""]
+        lines += [markdown_note(SMALL_NOTE), ""] if _small(report) else []
     headers, rows = guidance_rows(report.scenarios)
     if rows:
         lines += ["## Guidance Comparison", "", *table(headers, rows), ""]

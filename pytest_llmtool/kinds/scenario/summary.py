@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
+from pytest_llmtool import intervals
 from pytest_llmtool.records import ScenarioResult, ScenarioSummary
+from pytest_llmtool.trials import attempt_of
 
 
 def _mean(values: list[float]) -> float | None:
@@ -40,6 +43,14 @@ def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
     s.mean_composite_score = _mean(composites)
     s.mean_first_try_success_rate = _ratio(s.mean_first_try_success_rate, len(results))
     s.mean_iteration_ratio = _ratio(s.mean_iteration_ratio, len(results))
+    # Over scenario items (a scenario under one guidance document), attempts clustered.
+    passes: dict[str, list[bool]] = defaultdict(list)
+    gates: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in results:
+        passes[attempt_of(r)].append(r.passed)
+        gates[attempt_of(r)].append((r.evaluation.gates_passed, r.evaluation.gates_total))
+    s.pass_rate_ci = intervals.pass_rate(passes)
+    s.gate_pass_rate_ci = intervals.ratio(gates)
     return s
 
 
