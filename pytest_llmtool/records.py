@@ -557,6 +557,125 @@ class Diagnostics(BaseModel):
     weak_categories: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
+class PytestSummary(BaseModel):
+    """Test counts of one optimization run (JUnit XML or pytest's summary line)."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def failures(self) -> int:
+        """What FC-Eval counts against a run: failed plus errored tests."""
+        return self.failed + self.errors
+
+
+class SnapshotSummary(BaseModel):
+    """The snapshot check of an optimization run: did the outputs the baseline produced
+    stay the same? `pass_to_fail` counts checks that passed before and fail now."""
+
+    status: str
+    pass_to_fail: int = 0
+
+
+class SpeedupInterval(BaseModel):
+    """A 95% interval of a speedup, computed on log ratios and exponentiated (`n` rounds).
+
+    `paired-log-t`: a t interval of log(nop/agent) over rounds paired by index (interleaved
+    rounds share the machine's drift); `welch-log-t` when the round counts differ. For a
+    task it combines its benchmarks' log-ratio errors (`combined-log-t`). `estimate` is the
+    geometric mean of the ratios, so it may differ a little from the ratio of medians."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    method: Literal["paired-log-t", "welch-log-t", "combined-log-t"]
+
+
+class BenchmarkSpeedup(BaseModel):
+    """One benchmark of an optimization task: the three medians and FC-Eval's ratios.
+
+    `agent_nop` = median(nop)/median(agent) (above 1: faster), `oracle_nop` the same for the
+    human solution, `advantage` = agent_nop - oracle_nop. None where a median is missing or
+    not positive; `valid` when all three medians are (with the baseline fallback, the agent
+    counts as the untouched baseline, so nop's and oracle's are enough)."""
+
+    name: str
+    nop_median: float | None = None
+    oracle_median: float | None = None
+    agent_median: float | None = None
+    agent_nop: float | None = None
+    oracle_nop: float | None = None
+    advantage: float | None = None
+    valid: bool
+    agent_nop_ci: SpeedupInterval | None = None
+
+
+class AgentTaskMetrics(BaseModel):
+    """FC-Eval's per-agent task payload (`agent_metrics_by_agent[agent:model]`).
+
+    Speedup and advantages are None when no benchmark is valid. `task_speedup_ci` is ours:
+    the 95% interval of `task_speedup`, None with fewer than two rounds or on fallback."""
+
+    per_benchmark_speedups: list[BenchmarkSpeedup]
+    pytest_summary: PytestSummary
+    snapshot_summary: SnapshotSummary | None = None
+    pytest_failed: bool
+    snapshot_failed: bool
+    success: bool
+    fallback_to_baseline: bool
+    agent_advantage: float | None = None
+    agent_advantage_level1: float | None = None
+    agent_advantage_level2: float | None = None
+    agent_advantage_level3: float | None = None
+    agent_advantage_level4: float | None = None
+    num_benchmarks: int
+    num_valid_benchmarks: int
+    task_speedup: float | None = None
+    task_speedup_ci: SpeedupInterval | None = None
+    task_cost_usd: float = 0.0
+    trajectory_length: int = 0
+
+
+class AgentRunSummary(BaseModel):
+    """FC-Eval's run-level aggregation for one `agent:model` over its task attempts.
+
+    Means skip the attempts where a value is None (no valid benchmark); `attempts` counts
+    them all. `accuracy` is resolved attempts over attempts, so it equals
+    `mean_success_rate`; pass@k uses FC-Eval's ks (no k = 1) over tasks with at least k
+    attempts. `cost_weighted_advantage` is `agent_advantage / mean_cost_per_task`, 0 when
+    the cost is 0."""
+
+    tasks: int
+    attempts: int
+    mean_speedup: float | None = None
+    mean_success_rate: float
+    num_benchmarks: int
+    num_valid_benchmarks: int
+    agent_advantage: float | None = None
+    agent_advantage_level1: float | None = None
+    agent_advantage_level2: float | None = None
+    agent_advantage_level3: float | None = None
+    agent_advantage_level4: float | None = None
+    mean_cost_per_task: float
+    cost_weighted_advantage: float | None = None
+    mean_trajectory_length: float
+    accuracy: float
+    pass_at_k: dict[int, float] = Field(default_factory=dict)
+    total_cost: float
+
+
+class OptimizationRunSummary(BaseModel):
+    """FC-Eval's `agent_metrics_summary` by `agent:model`, and what the run cost in all."""
+
+    by_agent: dict[str, AgentRunSummary] = Field(default_factory=dict)
+    total_cost: float = 0.0
+    cost_by_agent_model: dict[str, float] = Field(default_factory=dict)
+
+
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
 # (adding one does not), so a reader of an older report knows what it holds.
 SCHEMA_VERSION = 1
