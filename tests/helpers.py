@@ -168,3 +168,11 @@ def write_scenario(root: Path, data: dict[str, Any] | str, name: str = "scenario
     path = root / f"{name}.yaml"
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def write_guidance_comparison(root: Path) -> Path:
+    """A scenario run with two guidance documents where only v2.md passes one more gate."""
+    data = scenario(guidance=["v1.md", "v2.md"])
+    gate = {"type": "file_contains", "path": "AGENTS.md", "substring": "note add"}
+    data["evaluation"]["gates"].append(gate)  # only v2.md says "note add"
+    return write_scenario(root, data)

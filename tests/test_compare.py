@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_report, scenario, write_dataset, write_scenario
+from helpers import read_report, write_dataset, write_guidance_comparison
 
 from pytest_llmtool.compare import Attempt, by_side, compare, task_of
 
@@ -203,10 +203,7 @@ def test_one_model_has_no_comparison_and_no_diagnostics(
 def test_guidance_documents_are_compared_per_model(
     pytester: pytest.Pytester, project: Path
 ) -> None:
-    data = scenario(guidance=["v1.md", "v2.md"])
-    gate = {"type": "file_contains", "path": "AGENTS.md", "substring": "note add"}
-    data["evaluation"]["gates"].append(gate)  # only v2.md says "note add"
-    write_scenario(project, data)
+    write_guidance_comparison(project)
     result = pytester.runpytest("--llm-report=out")
     result.assert_outcomes(passed=1, failed=1)
     (c,) = _comparisons(read_report(pytester))

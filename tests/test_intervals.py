@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import read_report, scenario, write_scenario
+from helpers import read_report, write_guidance_comparison
 
 from pytest_llmtool import intervals, stats
 from pytest_llmtool.kinds.bash.summary import build_summary, healthy_profile
@@ -249,10 +249,7 @@ def test_report_and_terminal_carry_the_intervals(pytester: pytest.Pytester, data
 def test_scenario_pass_and_gate_rates_carry_intervals(
     pytester: pytest.Pytester, project: Path
 ) -> None:
-    data = scenario(guidance=["v1.md", "v2.md"])
-    gate = {"type": "file_contains", "path": "AGENTS.md", "substring": "note add"}
-    data["evaluation"]["gates"].append(gate)  # only v2.md says "note add"
-    write_scenario(project, data)
+    write_guidance_comparison(project)
     result = pytester.runpytest("--llm-report=out")
     result.assert_outcomes(passed=1, failed=1)
     s = read_report(pytester)["scenario_summary"]["oracle"]

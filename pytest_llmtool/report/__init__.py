@@ -46,27 +46,36 @@ class TerminalWriter(Writer):
         return terminal_lines(report, kinds)
 
 
-class JsonWriter(Writer):
+class FileWriter(Writer):
+    """A writer of one file in the `--llm-report` directory, written atomically."""
+
+    filename: str
+
+    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
+        raise NotImplementedError
+
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        if directory is None:
+            return []
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / self.filename
+        write_atomic(path, self.render(report, kinds))
+        return [path]
+
+
+class JsonWriter(FileWriter):
     """`report.json`: the versioned run record, valid against `report.schema.json`."""
 
-    def files(
-        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
-    ) -> list[Path]:
-        if directory is None:
-            return []
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "report.json"
-        write_atomic(path, report.model_dump_json(indent=2))
-        return [path]
+    filename = "report.json"
+
+    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
+        return report.model_dump_json(indent=2)
 
 
-class MarkdownWriter(Writer):
-    def files(
-        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
-    ) -> list[Path]:
-        if directory is None:
-            return []
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "report.md"
-        write_atomic(path, markdown_report(report, kinds))
-        return [path]
+class MarkdownWriter(FileWriter):
+    filename = "report.md"
+
+    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
+        return markdown_report(report, kinds)
