@@ -20,6 +20,7 @@ from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.items import LlmFile
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
+from pytest_llmtool.kinds.optimization.kind import OptimizationKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 from pytest_llmtool.report import JsonWriter, MarkdownWriter, TerminalWriter, Writer
 from pytest_llmtool.resume import install as install_resume
@@ -39,7 +40,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_kinds(config: pytest.Config) -> list[Kind[Any, Any]]:
-    return [BashKind(), ScenarioKind()]
+    return [BashKind(), ScenarioKind(), OptimizationKind()]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -676,6 +676,30 @@ class OptimizationRunSummary(BaseModel):
     cost_by_agent_model: dict[str, float] = Field(default_factory=dict)
 
 
+class OptimizationResult(ItemResult):
+    """One optimization item: an agent's attempt at a task, scored as FC-Eval scores it.
+
+    `agent` is FC-Eval's `agent:model` key (`builtin:haiku`, `oracle:oracle`, `nop:nop`).
+    Passed when the attempt succeeded (tests and snapshot held) and its task speedup is
+    strictly above the task's `min_speedup`."""
+
+    task_id: str
+    category: str
+    agent: str
+    min_speedup: float
+    metrics: AgentTaskMetrics
+    oracle_pytest: PytestSummary | None = None
+    trace: AgentTrace | None = None
+    notes: list[str] = Field(default_factory=list)
+    artifacts: str
+    duration_ms: int
+
+    @property
+    def passed(self) -> bool:
+        speedup = self.metrics.task_speedup
+        return self.metrics.success and speedup is not None and speedup > self.min_speedup
+
+
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
 # (adding one does not), so a reader of an older report knows what it holds.
 SCHEMA_VERSION = 1
@@ -798,6 +822,9 @@ class EvalReport(BaseModel):
     comparisons: list[Comparison] = Field(default_factory=list)
     # With two or more models: kind name -> cross-model diagnostics.
     diagnostics: dict[str, Diagnostics] = Field(default_factory=dict)
+    optimization_results: list[OptimizationResult] = Field(default_factory=list)
+    # FC-Eval's run-level summary of the optimization tasks, by `agent:model`.
+    optimization: OptimizationRunSummary | None = None
     # Sections of kinds added by other plugins, by kind name.
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # With --llm-max-cost: the limit and the whole run's spend.

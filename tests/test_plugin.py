@@ -126,6 +126,8 @@ def test_report_json_carries_the_documented_fields(
         "errors",
         "scenarios",
         "scenario_summary",
+        "optimization_results",
+        "optimization",
         "trials",
         "extensions",
         "budget",

@@ -66,11 +66,13 @@ def _closed_valid(pytester: pytest.Pytester) -> dict[str, Any]:
 def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[str]) -> None:
     shutil.copytree(EXAMPLES, pytester.path / "examples", symlinks=True)
     result = pytester.runpytest("examples", "--llm-model=oracle,nop", "--llm-report=out", *workers)
-    # 47 bash tasks and 5 scenario items (one scenario compares two guidance files), each
-    # once per model: the oracle replays every reference solution, nop does nothing.
-    result.assert_outcomes(passed=52, failed=52)
+    # 47 bash tasks, 5 scenario items (one scenario compares two guidance files) and 3
+    # optimization tasks, each once per model: the oracle replays every reference solution,
+    # nop does nothing (its speedup stays below the tasks' min_speedup of 1.5).
+    result.assert_outcomes(passed=55, failed=55)
     report = _closed_valid(pytester)
-    assert (len(report["results"]), len(report["scenarios"]), report["errors"]) == (94, 10, [])
+    counts = (len(report["results"]), len(report["scenarios"]), len(report["optimization_results"]))
+    assert (counts, report["errors"]) == ((94, 10, 6), [])
 
 
 @pytest.mark.skipif(not UPSTREAM.is_dir(), reason="../shared is not present")

@@ -1,0 +1,155 @@
+"""Optimization tasks (FC-Eval's, seed 002): an agent makes a Python project faster.
+
+The path of one task: `load.py` validates the YAML into an `OptimizationTask`; `run.py`
+prepares the shared baseline and oracle copies once per task and process, runs the agent in
+its own copy, tests and measures the three, and scores them with `metrics.py` into an
+`OptimizationResult`; `summary.py` aggregates FC-Eval's run summary and `report.py` lays it
+out. Node ids are `path/x.yaml::<name>[<model>]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmtool.compat import item_tmp_path
+from pytest_llmtool.kinds import Kind, Problem
+from pytest_llmtool.records import ErrorRecord, EvalReport, OptimizationResult
+
+if TYPE_CHECKING:
+    from pytest_llmtool.agents import ModelSpec
+    from pytest_llmtool.items import LlmItem
+    from pytest_llmtool.kinds.optimization.load import OptimizationTask
+    from pytest_llmtool.kinds.optimization.run import Reference
+    from pytest_llmtool.state import RunState
+
+
+def _stem(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:40]
+
+
+class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
+    name = "optimization"
+    result_type = OptimizationResult
+    report_keys = frozenset({"optimization", "optimization_results"})
+
+    def __init__(self) -> None:
+        # Per task file: the baseline and oracle copies, prepared once in this process.
+        self._references: dict[Path, asyncio.Task[Reference]] = {}
+
+    def recognises(self, path: Path, state: RunState) -> bool:
+        from pytest_llmtool.kinds.optimization.load import looks_like_optimization
+
+        if path.suffix not in (".yaml", ".yml"):
+            return False
+        if not any(path.match(p) for p in state.settings.scenario_patterns):
+            return False
+        return looks_like_optimization(path)
+
+    def load(self, path: Path) -> Iterator[tuple[int, OptimizationTask | Problem]]:
+        from pytest_llmtool.kinds.optimization.load import load_task
+
+        loaded = load_task(path)
+        yield 1, Problem(loaded, name=path.stem) if isinstance(loaded, str) else loaded
+
+    def task_id(self, work: OptimizationTask) -> str:
+        return work.name
+
+    def category(self, work: OptimizationTask) -> str:
+        return work.category
+
+    def markers(
+        self, work: OptimizationTask, state: RunState, config: pytest.Config
+    ) -> list[pytest.MarkDecorator]:
+        markers = [pytest.mark.llm(kind="optimization", category=work.category)]
+        for tag in work.tags:
+            markers += state.data_markers("tag", tag, config)
+        return markers
+
+    def skip_reason(self, work: OptimizationTask, model: ModelSpec, state: RunState) -> str | None:
+        if state.settings.agent_cmd:
+            return "--llm-agent-cmd does not run optimization tasks yet"
+        return None
+
+    async def _reference(self, item: LlmItem, state: RunState) -> Reference:
+        from pytest_llmtool.kinds.optimization.run import prepare_reference
+
+        task: OptimizationTask = item.work
+        pending = self._references.get(task.path)
+        if pending is None:
+            root = item_tmp_path(item.config, _stem(f"{task.name}-reference"))
+            pending = asyncio.ensure_future(prepare_reference(task, root, state.settings.sandbox))
+            self._references[task.path] = pending
+        # Shielded: one item cancelled must not cancel what the task's other items await.
+        return await asyncio.shield(pending)
+
+    async def run(self, item: LlmItem, state: RunState) -> OptimizationResult:
+        from pytest_llmtool.kinds.optimization.run import ItemRun, run_item
+
+        reference = await self._reference(item, state)
+        task: OptimizationTask = item.work
+        root = item_tmp_path(item.config, _stem(f"{task.name}-{item.model.name}"))
+        return await run_item(
+            ItemRun(
+                task=task,
+                model=item.model,
+                root=root,
+                nodeid=item.nodeid,
+                max_turns=state.settings.max_turns,
+                trial=item.trial,
+                sandbox=state.settings.sandbox,
+                budget=state.budget,
+            ),
+            reference,
+        )
+
+    def properties(self, result: OptimizationResult) -> list[tuple[str, object]]:
+        m = result.metrics
+        return [
+            ("model", result.model),
+            ("task", result.task_id),
+            ("agent", result.agent),
+            ("trial", result.trial),
+            ("passed", result.passed),
+            ("success", m.success),
+            ("fallback_to_baseline", m.fallback_to_baseline),
+            ("task_speedup", m.task_speedup),
+            ("agent_advantage", m.agent_advantage),
+            ("num_valid_benchmarks", m.num_valid_benchmarks),
+            ("num_benchmarks", m.num_benchmarks),
+            ("task_cost_usd", m.task_cost_usd),
+            ("trajectory_length", m.trajectory_length),
+            ("duration_ms", result.duration_ms),
+        ]
+
+    def failure(self, result: OptimizationResult) -> str:
+        from pytest_llmtool.kinds.optimization.run import failure_lines
+
+        return "\n".join(failure_lines(result))
+
+    def report_fields(
+        self, results: list[OptimizationResult], errors: list[ErrorRecord]
+    ) -> dict[str, Any]:
+        from pytest_llmtool.kinds.optimization.summary import summary_fields
+
+        return summary_fields(results)
+
+    def terminal_lines(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.optimization.report import terminal_lines
+
+        return terminal_lines(report) if report.optimization_results else []
+
+    def markdown_summary(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.optimization.report import markdown_summary
+
+        return markdown_summary(report) if report.optimization_results else []
+
+    def markdown_details(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.optimization.report import markdown_details
+
+        return markdown_details(report) if report.optimization_results else []

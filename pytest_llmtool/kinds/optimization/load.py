@@ -1,0 +1,180 @@
+"""Optimization task files: YAML with a top-level `optimization:` key, checked against the
+shipped JSON Schema (`optimization.schema.json`).
+
+Every mistake becomes one message naming the key path (`optimization.benchmarks.format: ...`),
+never an exception, so one bad task cannot stop the others. Files the task names (the
+project, a solution patch) must lie inside the task file's directory: they are copied into
+the sandbox, and nothing else of the host should be.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
+from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
+
+_SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
+_MAX_PROBLEM = 300
+
+
+def looks_like_optimization(path: Path) -> bool:
+    """A YAML file with a top-level `optimization:` key (cheap: runs for every YAML file)."""
+    try:
+        return bool(_SHAPE.search(path.read_bytes()))
+    except OSError:
+        return False
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = (Path(__file__).parent / "optimization.schema.json").read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Benchmarks(_Model):
+    command: str
+    format: Literal["pytest-benchmark", "asv", "plain"]
+    output: str
+    rounds: int = 3
+    warmup: int = 0
+
+
+class Tests(_Model):
+    command: str
+    format: Literal["junit", "summary"]
+    output: str | None = None
+
+
+class Timeouts(_Model):
+    agent: float = 300.0
+    setup: float = 300.0
+    benchmark: float = 300.0
+    tests: float = 300.0
+
+
+class OptimizationTask(_Model):
+    path: Path
+    name: str
+    description: str = ""
+    category: str = "optimization"
+    tags: list[str] = Field(default_factory=list)
+    project: Path
+    setup: list[str] = Field(default_factory=list)
+    prompt: str
+    solution_commands: list[str] = Field(default_factory=list)
+    solution_patch: Path | None = None
+    benchmarks: Benchmarks
+    tests: Tests
+    snapshot: str | None = None
+    timeouts: Timeouts = Timeouts()
+    min_speedup: float = 1.0
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+
+def _read(path: Path) -> Any:
+    """The document, or a `str` saying why it cannot be read."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return f"cannot read: {exc}"
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return f"the file is {wide[0]}, not UTF-8: save it as UTF-8"
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, message = undecodable(raw, exc)
+        return f"line {line}: {message}"
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        return f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}"
+    except UnsafeYaml as exc:
+        return str(exc)
+
+
+def _inside(base: Path, value: str, where: str, want_dir: bool) -> str | None:
+    """Why a path the task names cannot be used, or None."""
+    if Path(value).is_absolute():
+        return f"{where}: {value!r} is an absolute path; give one relative to the task file"
+    resolved, root = (base / value).resolve(), base.resolve()
+    if not resolved.is_relative_to(root):
+        return f"{where}: {value!r} resolves outside the task file's directory {root}"
+    if want_dir and not resolved.is_dir():
+        return f"{where}: {resolved} is not a directory"
+    if not want_dir and not resolved.is_file():
+        return f"{where}: {resolved} is not a file"
+    return None
+
+
+def _problems(data: Any, base: Path) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        return [f"{key_path(e.absolute_path)}: {e.message}" for e in errors]
+    task = data["optimization"]
+    problems = [
+        f"optimization.{where}: {problem}"
+        for where, value in [
+            ("name", task["name"]),
+            *((f"tags[{i}]", t) for i, t in enumerate(task.get("tags", []))),
+        ]
+        if (problem := nonprinting(value))
+    ]
+    found = _inside(base, task["project"], "optimization.project", want_dir=True)
+    problems += [found] if found else []
+    patch = task["solution"].get("patch")
+    if patch is not None:
+        found = _inside(base, patch, "optimization.solution.patch", want_dir=False)
+        problems += [found] if found else []
+    return problems
+
+
+def load_task(path: Path) -> OptimizationTask | str:
+    """The task of `path`, or one message saying what is wrong with it."""
+    data = _read(path)
+    if isinstance(data, str):
+        return shorten(data, _MAX_PROBLEM)
+    problems = _problems(data, path.parent)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return "; ".join(shorten(p, _MAX_PROBLEM) for p in problems[:3]) + more
+    task = data["optimization"]
+    base = path.parent
+    solution = task["solution"]
+    return OptimizationTask(
+        path=path,
+        name=task["name"],
+        description=task.get("description", ""),
+        category=task.get("category", "optimization"),
+        tags=task.get("tags", []),
+        project=(base / task["project"]).resolve(),
+        setup=task.get("setup", []),
+        prompt=task["prompt"],
+        solution_commands=solution.get("commands", []),
+        solution_patch=(base / solution["patch"]).resolve() if "patch" in solution else None,
+        benchmarks=Benchmarks(**task["benchmarks"]),
+        tests=Tests(**task["tests"]),
+        snapshot=task["snapshot"]["command"] if "snapshot" in task else None,
+        timeouts=Timeouts(**task.get("timeouts", {})),
+        min_speedup=task.get("min_speedup", 1.0),
+    )

@@ -1,0 +1,118 @@
+"""Optimization tasks in the reports: per attempt and per `agent:model`, terminal and
+Markdown alike, and each attempt's benchmarks in `report.md`."""
+
+from __future__ import annotations
+
+from pytest_llmtool.kinds.optimization.metrics import gmean
+from pytest_llmtool.records import EvalReport, OptimizationResult, SpeedupInterval
+from pytest_llmtool.report.markdown import code, table, text
+from pytest_llmtool.report.terminal import format_table
+
+
+def _x(value: float | None, ci: SpeedupInterval | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" [{ci.low:.2f}, {ci.high:.2f}]" if ci else "")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _outcome(r: OptimizationResult) -> str:
+    if r.metrics.fallback_to_baseline:
+        return "REVERTED"
+    return "PASS" if r.passed else "FAIL"
+
+
+def result_rows(results: list[OptimizationResult]) -> tuple[list[str], list[list[str]]]:
+    """One row per attempt: its speedup with the 95% interval, the oracle's, the tests."""
+    headers = ["Task", "Agent", "Speedup [95% CI]", "Oracle", "Advantage", "Tests", "Outcome"]
+    rows = []
+    for r in results:
+        m = r.metrics
+        oracle = [b.oracle_nop for b in m.per_benchmark_speedups if b.valid and b.oracle_nop]
+        oracle_gmean = gmean(oracle) if oracle else None
+        trial = f" t{r.trial + 1}" if r.trial else ""
+        rows.append(
+            [
+                f"{r.task_id}{trial}",
+                r.agent,
+                _x(m.task_speedup, m.task_speedup_ci),
+                _x(oracle_gmean),
+                _num(m.agent_advantage),
+                f"{m.pytest_summary.passed}/{m.pytest_summary.failures}",
+                _outcome(r),
+            ]
+        )
+    return headers, rows
+
+
+def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+    """FC-Eval's run summary, one row per `agent:model`."""
+    headers = [
+        "Agent",
+        "Attempts",
+        "Mean speedup",
+        "Success",
+        "Adv L1",
+        "Adv L2",
+        "Adv L3",
+        "Adv L4",
+        "Cost/task",
+        "Trajectory",
+    ]
+    summary = report.optimization
+    rows = [
+        [
+            agent,
+            str(s.attempts),
+            _x(s.mean_speedup),
+            f"{s.mean_success_rate:.0%}",
+            _num(s.agent_advantage_level1),
+            _num(s.agent_advantage_level2),
+            _num(s.agent_advantage_level3),
+            _num(s.agent_advantage_level4),
+            f"${s.mean_cost_per_task:.4f}",
+            f"{s.mean_trajectory_length:.1f}",
+        ]
+        for agent, s in (summary.by_agent.items() if summary else [])
+    ]
+    return headers, rows
+
+
+def terminal_lines(report: EvalReport) -> list[str]:
+    lines = ["Optimization tasks (tests: passed/failed):"]
+    lines += format_table(*result_rows(report.optimization_results))
+    return [*lines, "", *format_table(*agent_rows(report))]
+
+
+def markdown_summary(report: EvalReport) -> list[str]:
+    lines = ["", "## Optimization", "", *table(*result_rows(report.optimization_results)), ""]
+    return [*lines, "## Optimization by Agent", "", *table(*agent_rows(report)), ""]
+
+
+def markdown_details(report: EvalReport) -> list[str]:
+    lines = ["## Optimization Details", ""]
+    for r in report.optimization_results:
+        m = r.metrics
+        lines += [f"### {text(r.task_id)} [{text(r.agent)}]: {_outcome(r)}", ""]
+        lines += [f"- Artifacts: {code(r.artifacts)}"]
+        lines += [f"- Note: {text(note)}" for note in r.notes]
+        lines += [""]
+        lines += table(
+            ["Benchmark", "Nop median (s)", "Agent", "Oracle", "Advantage", "Valid"],
+            [
+                [
+                    b.name,
+                    "-" if b.nop_median is None else f"{b.nop_median:.6f}",
+                    _x(b.agent_nop, b.agent_nop_ci),
+                    _x(b.oracle_nop),
+                    _num(b.advantage),
+                    "yes" if b.valid else "no",
+                ]
+                for b in m.per_benchmark_speedups
+            ],
+        )
+        lines += [""]
+    return lines

@@ -1,0 +1,158 @@
+"""Optimization tasks end to end: a tiny project, its oracle and nop, measured and scored."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fake_llm_server import FakeLLMServer, Turn
+from helpers import read_report, schema_errors
+
+SLOW = "import time\n\n\ndef work(n):\n    time.sleep(0.004)\n    return n * 2\n"
+FAST = "def work(n):\n    return n * 2\n"
+BROKEN = "def work(n):\n    return n * 3\n"
+TEST = "from pkg.rows import work\n\n\ndef test_work():\n    assert work(2) == 4\n"
+BENCH = textwrap.dedent(
+    """\
+    from pkg.rows import work
+
+
+    def test_bench_work(benchmark):
+        benchmark.pedantic(work, args=(3,), rounds=5, iterations=1)
+    """
+)
+BENCH_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest benches -q -p no:cacheprovider "
+    "-p pytest_benchmark.plugin "
+    "--benchmark-json=$LLMTOOL_RESULTS/bench.json"
+)
+TEST_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest tests -q -p no:cacheprovider "
+    "--junitxml=$LLMTOOL_RESULTS/junit.xml"
+)
+
+
+def write_project(root: Path) -> None:
+    for path, content in {
+        "project/pkg/__init__.py": "",
+        "project/pkg/rows.py": SLOW,
+        "project/tests/check_rows.py": TEST,
+        "project/benches/bench_rows.py": BENCH,
+        "project/benches/conftest.py": "",
+        "project/pytest.ini": "[pytest]\npython_files = check_*.py bench_*.py\n",
+        "project/fast/rows.py": FAST,
+        "project/broken/rows.py": BROKEN,
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+
+
+def task(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "faster_work",
+        "category": "toy",
+        "project": "project",
+        "prompt": "Make work faster without changing its behaviour.",
+        "solution": {"commands": ["cp fast/rows.py pkg/rows.py"]},
+        "benchmarks": {
+            "command": BENCH_CMD,
+            "format": "pytest-benchmark",
+            "output": "bench.json",
+            "rounds": 2,
+        },
+        "tests": {"command": TEST_CMD, "format": "junit", "output": "junit.xml"},
+    }
+    body.update(overrides)
+    return {"optimization": body}
+
+
+@pytest.fixture
+def opt(pytester: pytest.Pytester) -> Path:
+    write_project(pytester.path)
+    return pytester.path
+
+
+def write_task(root: Path, data: dict[str, Any], name: str = "task") -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_oracle_is_faster_and_nop_is_unchanged(pytester: pytest.Pytester, opt: Path) -> None:
+    write_task(opt, task())
+    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out", "-rA")
+    by_agent = {r["agent"]: r for r in read_report(pytester)["optimization_results"]}
+    oracle, nop = by_agent["oracle:oracle"]["metrics"], by_agent["nop:nop"]["metrics"]
+    assert oracle["success"] and not oracle["fallback_to_baseline"]
+    assert oracle["task_speedup"] > 1.5
+    assert oracle["num_valid_benchmarks"] == oracle["num_benchmarks"] == 1
+    assert nop["success"] and not nop["fallback_to_baseline"]
+    ci = nop["task_speedup_ci"]
+    assert ci["n"] == 2 and ci["low"] <= 1.0 <= ci["high"]
+    assert nop["agent_advantage"] < 0  # the oracle is faster than doing nothing
+    result.stdout.fnmatch_lines(["*PASSED*faster_work?oracle?*"])
+    summary = read_report(pytester)["optimization"]["by_agent"]
+    assert set(summary) == {"oracle:oracle", "nop:nop"}
+    assert summary["oracle:oracle"]["mean_success_rate"] == 1.0
+    result.stdout.fnmatch_lines(["*Optimization tasks*", "*oracle:oracle*PASS*"])
+    assert schema_errors(read_report(pytester), closed=True) == []
+    assert "## Optimization by Agent" in (pytester.path / "out" / "report.md").read_text()
+
+
+def test_an_agent_that_breaks_the_tests_is_reverted(
+    pytester: pytest.Pytester, opt: Path, server: FakeLLMServer
+) -> None:
+    write_task(opt, task())
+    prompt = task()["optimization"]["prompt"]
+    server.script(prompt, [Turn(tool_calls=["cp broken/rows.py pkg/rows.py"]), Turn(text="ok")])
+    result = pytester.runpytest("--llm-model=haiku", "--llm-report=out")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*reverted to baseline: 1 tests failed*"])
+    (run,) = read_report(pytester)["optimization_results"]
+    metrics = run["metrics"]
+    assert run["agent"] == "builtin:haiku"
+    assert metrics["fallback_to_baseline"] and metrics["pytest_failed"]
+    assert metrics["task_speedup"] == 1.0
+    assert metrics["trajectory_length"] == 2
+
+
+def test_an_oracle_that_fails_its_tests_is_a_broken_task(
+    pytester: pytest.Pytester, opt: Path
+) -> None:
+    write_task(opt, task(solution={"commands": ["cp broken/rows.py pkg/rows.py"]}))
+    result = pytester.runpytest("--llm-model=oracle,nop")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*the task is broken: the reference solution fails its tests (1 failed, 0 errors)*"]
+    )
+
+
+def test_a_benchmark_command_that_fails_is_an_error(pytester: pytest.Pytester, opt: Path) -> None:
+    bench = {"command": "exit 3", "format": "plain", "output": "times.json", "rounds": 2}
+    write_task(opt, task(benchmarks=bench))
+    result = pytester.runpytest("--llm-model=nop")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*benchmark command in the nop copy (exit 3) wrote no times.json*"]
+    )
+
+
+def test_a_zero_time_is_an_error_naming_the_benchmark(pytester: pytest.Pytester, opt: Path) -> None:
+    command = """echo '{"pkg.work": [0.0, 1.0]}' > $LLMTOOL_RESULTS/times.json"""
+    bench = {"command": command, "format": "plain", "output": "times.json", "rounds": 2}
+    write_task(opt, task(benchmarks=bench))
+    result = pytester.runpytest("--llm-model=nop")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*benchmark 'pkg.work': time 0.0 is not a positive number*"])
+
+
+def test_bad_task_files_say_where(pytester: pytest.Pytester, opt: Path) -> None:
+    write_task(opt, task(project="../elsewhere", benchmarks={"command": "x"}), name="bad")
+    result = pytester.runpytest("--llm-model=nop")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*bad.yaml: optimization.benchmarks: 'format' is a required property*"]
+    )
