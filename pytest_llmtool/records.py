@@ -647,11 +647,13 @@ class AgentRunSummary(BaseModel):
     them all. `accuracy` is resolved attempts over attempts, so it equals
     `mean_success_rate`; pass@k uses FC-Eval's ks (no k = 1) over tasks with at least k
     attempts. `cost_weighted_advantage` is `agent_advantage / mean_cost_per_task`, 0 when
-    the cost is 0."""
+    the cost is 0. `mean_speedup_ci` is a 95% t interval over tasks (each task's attempts
+    averaged first, `clustered-t` with several), its estimate the mean of task means."""
 
     tasks: int
     attempts: int
     mean_speedup: float | None = None
+    mean_speedup_ci: Interval | None = None
     mean_success_rate: float
     num_benchmarks: int
     num_valid_benchmarks: int

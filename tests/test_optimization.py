@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -156,3 +157,114 @@ def test_bad_task_files_say_where(pytester: pytest.Pytester, opt: Path) -> None:
     result.stdout.fnmatch_lines(
         ["*bad.yaml: optimization.benchmarks: 'format' is a required property*"]
     )
+
+
+SUMMARY_CMD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest tests -q -p no:cacheprovider"
+
+
+def test_summary_tests_and_two_trials(pytester: pytest.Pytester, opt: Path) -> None:
+    tests = {"command": SUMMARY_CMD, "format": "summary"}
+    write_task(opt, task(tests=tests))
+    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-trials=2", "--llm-report=out")
+    report = read_report(pytester)
+    runs = report["optimization_results"]
+    assert sorted((r["agent"], r["trial"]) for r in runs) == [
+        ("nop:nop", 0),
+        ("nop:nop", 1),
+        ("oracle:oracle", 0),
+        ("oracle:oracle", 1),
+    ]
+    for r in runs:  # the counts come from pytest's summary line on stdout
+        summary = r["metrics"]["pytest_summary"]
+        assert (summary["passed"], summary["failed"], summary["errors"]) == (1, 0, 0)
+        assert r["metrics"]["success"] and not r["metrics"]["fallback_to_baseline"]
+    by_agent = report["optimization"]["by_agent"]
+    for agent in ("oracle:oracle", "nop:nop"):
+        s = by_agent[agent]
+        assert (s["tasks"], s["attempts"]) == (1, 2)
+        assert s["mean_success_rate"] == 1.0 == s["accuracy"]
+        assert (s["num_benchmarks"], s["num_valid_benchmarks"]) == (2, 2)  # summed over attempts
+        assert s["pass_at_k"] == {"2": 1.0}  # FC-Eval's ks for 2 attempts: 2 alone, no 1
+        ci = s["mean_speedup_ci"]  # one task: its two attempts averaged, a point
+        assert (ci["method"], ci["n"], ci["small"]) == ("clustered-t", 1, True)
+        assert ci["estimate"] == pytest.approx(s["mean_speedup"])
+    assert by_agent["oracle:oracle"]["mean_speedup"] > 1.5
+    assert schema_errors(report, closed=True) == []
+    result.stdout.fnmatch_lines(["*Mean speedup ?95% CI?*", "*n < 30: wide interval*"])
+
+
+SNAPSHOT = {"command": "python -c 'from pkg.rows import work; print(work(5))'"}
+
+
+def _deterministic(report: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """What a rerun must reproduce: everything but the timings, by (task, agent)."""
+    found = {}
+    for r in report["optimization_results"]:
+        m = r["metrics"]
+        found[r["task_id"], r["agent"]] = (
+            r["nodeid"],
+            r["oracle_pytest"],
+            m["success"],
+            m["fallback_to_baseline"],
+            m["pytest_failed"],
+            m["snapshot_failed"],
+            m["pytest_summary"],
+            m["snapshot_summary"],
+            m["num_benchmarks"],
+            m["num_valid_benchmarks"],
+            [(b["name"], b["valid"]) for b in m["per_benchmark_speedups"]],
+        )
+    return found
+
+
+def test_serial_and_two_workers_give_the_same_figures(pytester: pytest.Pytester, opt: Path) -> None:
+    for name in ("faster_a", "faster_b"):
+        write_task(opt, task(name=name, min_speedup=1.5, snapshot=SNAPSHOT), name=name)
+    reports, outcomes = {}, {}
+    for directory, workers in (("serial", []), ("xdist", ["-n", "2"])):
+        result = pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "--llm-model=oracle,nop",
+            f"--llm-report={directory}",
+            f"--junitxml={directory}.xml",
+            *workers,
+        )
+        result.assert_outcomes(passed=2, failed=2)  # oracle above 1.5x, nop not
+        reports[directory] = read_report(pytester, directory)
+        cases = ElementTree.parse(pytester.path / f"{directory}.xml").iter("testcase")
+        outcomes[directory] = sorted(
+            ("FAILED" if case.find("failure") is not None else "PASSED", case.get("name", ""))
+            for case in cases
+        )
+    serial, xdist = (_deterministic(reports[d]) for d in ("serial", "xdist"))
+    assert serial == xdist
+    assert (
+        outcomes["serial"]
+        == outcomes["xdist"]
+        == [
+            ("FAILED", "faster_a[nop]"),
+            ("FAILED", "faster_b[nop]"),
+            ("PASSED", "faster_a[oracle]"),
+            ("PASSED", "faster_b[oracle]"),
+        ]
+    )
+    assert set(serial) == {
+        (t, a) for t in ("faster_a", "faster_b") for a in ("oracle:oracle", "nop:nop")
+    }
+    for report in reports.values():
+        for r in report["optimization_results"]:
+            m = r["metrics"]
+            assert m["snapshot_summary"]["status"] == "passed"
+            if r["agent"] == "oracle:oracle":
+                assert m["task_speedup"] > 1.5
+            else:  # timings are noisy: a 95% interval misses 1.0 one time in 20 per item
+                assert 0.5 < m["task_speedup"] < 1.5
+        by_agent = report["optimization"]["by_agent"]
+        assert {a: (s["tasks"], s["attempts"]) for a, s in by_agent.items()} == {
+            "oracle:oracle": (2, 2),
+            "nop:nop": (2, 2),
+        }
+        assert by_agent["oracle:oracle"]["mean_speedup"] > 1.5
+        nop_ci = by_agent["nop:nop"]["mean_speedup_ci"]
+        assert nop_ci["low"] <= 1.0 <= nop_ci["high"]

@@ -72,9 +72,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         return markers
 
     def skip_reason(self, work: OptimizationTask, model: ModelSpec, state: RunState) -> str | None:
-        if state.settings.agent_cmd:
-            return "--llm-agent-cmd does not run optimization tasks yet"
-        return None
+        return None  # every model runs, and so does --llm-agent-cmd (`run.py`)
 
     async def _reference(self, item: LlmItem, state: RunState) -> Reference:
         from pytest_llmtool.kinds.optimization.run import prepare_reference
@@ -90,6 +88,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
 
     async def run(self, item: LlmItem, state: RunState) -> OptimizationResult:
         from pytest_llmtool.kinds.optimization.run import ItemRun, run_item
+        from pytest_llmtool.sandbox.external import ExternalAgent
 
         reference = await self._reference(item, state)
         task: OptimizationTask = item.work
@@ -104,6 +103,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
                 trial=item.trial,
                 sandbox=state.settings.sandbox,
                 budget=state.budget,
+                external=ExternalAgent.from_settings(state.settings),
             ),
             reference,
         )

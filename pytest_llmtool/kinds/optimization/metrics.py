@@ -20,6 +20,8 @@ from pytest_llmtool.records import (
     AgentRunSummary,
     AgentTaskMetrics,
     BenchmarkSpeedup,
+    Interval,
+    IntervalMethod,
     OptimizationRunSummary,
     PytestSummary,
     SnapshotSummary,
@@ -295,6 +297,24 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return math.fsum(known) / len(known) if known else None
 
 
+def mean_speedup_interval(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) -> Interval | None:
+    """95% t interval of the mean speedup with the task as the unit: each task's attempts with
+    a speedup are averaged first (attempts of one task are not independent), and the interval
+    is over those task means (`clustered-t` once a task has several). Its estimate is the
+    mean of task means, which equals `mean_speedup` (a mean over attempts) when every task
+    has as many attempts with a speedup. The low end is cut at 0; None with no speedup."""
+    per_task = {
+        task: [m.task_speedup for m in ms if m.task_speedup is not None]
+        for task, ms in attempts.items()
+    }
+    found = stats.clustered_mean_interval(per_task)
+    if found is None:
+        return None
+    method: IntervalMethod = "clustered-t" if any(len(s) > 1 for s in per_task.values()) else "t"
+    clipped = stats.Interval(found.estimate, max(0.0, found.low), found.high, found.n)
+    return Interval.of(clipped, method)
+
+
 def agent_run_summary(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) -> AgentRunSummary:
     """FC-Eval's run-level row for one `agent:model`: `attempts` maps each task to its
     attempts' payloads. Means are over attempts (FC-Eval's trials), skipping None values."""
@@ -315,6 +335,7 @@ def agent_run_summary(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) -> Age
         tasks=len(outcomes),
         attempts=n,
         mean_speedup=_mean([m.task_speedup for m in every]),
+        mean_speedup_ci=mean_speedup_interval(attempts),
         mean_success_rate=success_rate,
         num_benchmarks=sum(m.num_benchmarks for m in every),
         num_valid_benchmarks=sum(m.num_valid_benchmarks for m in every),

@@ -3,16 +3,18 @@ Markdown alike, and each attempt's benchmarks in `report.md`."""
 
 from __future__ import annotations
 
+from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.kinds.optimization.metrics import gmean
-from pytest_llmtool.records import EvalReport, OptimizationResult, SpeedupInterval
-from pytest_llmtool.report.markdown import code, table, text
+from pytest_llmtool.records import EvalReport, Interval, OptimizationResult, SpeedupInterval
+from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
 
-def _x(value: float | None, ci: SpeedupInterval | None = None) -> str:
+def _x(value: float | None, ci: SpeedupInterval | Interval | None = None) -> str:
     if value is None:
         return "-"
-    return f"{value:.2f}x" + (f" [{ci.low:.2f}, {ci.high:.2f}]" if ci else "")
+    small = "*" if isinstance(ci, Interval) and ci.small else ""
+    return f"{value:.2f}x" + (f" [{ci.low:.2f}, {ci.high:.2f}]{small}" if ci else "")
 
 
 def _num(value: float | None) -> str:
@@ -53,7 +55,7 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     headers = [
         "Agent",
         "Attempts",
-        "Mean speedup",
+        "Mean speedup [95% CI]",
         "Success",
         "Adv L1",
         "Adv L2",
@@ -67,7 +69,7 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         [
             agent,
             str(s.attempts),
-            _x(s.mean_speedup),
+            _x(s.mean_speedup, s.mean_speedup_ci),
             f"{s.mean_success_rate:.0%}",
             _num(s.agent_advantage_level1),
             _num(s.agent_advantage_level2),
@@ -81,15 +83,24 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def _small(report: EvalReport) -> bool:
+    summary = report.optimization
+    return summary is not None and any(
+        s.mean_speedup_ci is not None and s.mean_speedup_ci.small for s in summary.by_agent.values()
+    )
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     lines = ["Optimization tasks (tests: passed/failed):"]
     lines += format_table(*result_rows(report.optimization_results))
-    return [*lines, "", *format_table(*agent_rows(report))]
+    lines += ["", *format_table(*agent_rows(report))]
+    return [*lines, SMALL_NOTE] if _small(report) else lines
 
 
 def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Optimization", "", *table(*result_rows(report.optimization_results)), ""]
-    return [*lines, "## Optimization by Agent", "", *table(*agent_rows(report)), ""]
+    lines += ["## Optimization by Agent", "", *table(*agent_rows(report)), ""]
+    return [*lines, markdown_note(SMALL_NOTE), ""] if _small(report) else lines
 
 
 def markdown_details(report: EvalReport) -> list[str]:

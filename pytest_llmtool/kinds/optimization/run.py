@@ -6,12 +6,15 @@ and the agent's own. Tests run once per copy; benchmarks run interleaved in roun
 oracle, agent, nop, ...) so that the machine's drift hits all three alike, each run holding
 a host-wide lock (`HOST_LOCK`) so that no two measurements share the machine, whatever the
 concurrency. Every command runs in the copy's bubblewrap jail unless `--llm-sandbox=none`.
+With `--llm-agent-cmd` the external agent runs in the agent's copy instead of the built-in
+loop, as scenarios run it (`sandbox/external.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import os
 import shlex
 import shutil
@@ -35,6 +38,7 @@ from pytest_llmtool.kinds.optimization.metrics import (
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
 from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
@@ -84,8 +88,10 @@ def _tail(result: ShellResult) -> str:
     return (result.stdout + result.stderr).strip()[-1500:] or "(no output)"
 
 
-def agent_key(model: str) -> str:
+def agent_key(model: str, external: bool = False) -> str:
     """FC-Eval's `agent:model`: the offline agents are their own models."""
+    if external:
+        return f"external:{model}"
     return f"{model}:{model}" if model in OFFLINE else f"builtin:{model}"
 
 
@@ -106,15 +112,18 @@ async def _shell(
     return await run_shell(command, cwd=copy.workdir, env=env, timeout=timeout, jail=copy.jail)
 
 
-async def make_copy(task: OptimizationTask, root: Path, label: str, sandbox: str) -> Copy:
-    """A fresh copy of the project with the task's setup commands run in it."""
+async def make_copy(
+    task: OptimizationTask, root: Path, label: str, sandbox: str, extra: Sequence[Path] = ()
+) -> Copy:
+    """A fresh copy of the project with the task's setup commands run in it; `extra` paths
+    are shown read-only in its jail (an external agent's program)."""
     workdir = root / "work"
     shutil.copytree(task.project, workdir, symlinks=True)
     (root / "home").mkdir(parents=True, exist_ok=True)
     (root / "results").mkdir(parents=True, exist_ok=True)
     env = agent_environment(root / "home", {"LLMTOOL_TASK": task.name})
     env["LLMTOOL_RESULTS"] = str(root / "results")
-    jail = None if sandbox == "none" else make_jail(root, env["PATH"])
+    jail = None if sandbox == "none" else make_jail(root, env["PATH"], extra)
     copy = Copy(label, root, workdir, env, jail)
     for command in task.setup:
         done = await _shell(copy, command, task.timeouts.setup)
@@ -268,6 +277,7 @@ class ItemRun:
     trial: int = 0
     sandbox: str = "bwrap"
     budget: Budget | None = None
+    external: ExternalAgent | None = None  # --llm-agent-cmd: runs instead of the built-in loop
 
 
 async def _agent(run: ItemRun, copy: Copy) -> AgentTrace:
@@ -287,12 +297,66 @@ async def _agent(run: ItemRun, copy: Copy) -> AgentTrace:
     )
 
 
+def count_tool_calls(events: Path) -> tuple[int, str | None]:
+    """The `tool_call` events an external agent wrote to `$LLM_TOOL_TEST_EVENTS`, and a note
+    when there are none to count (no file, or one that is not a regular JSONL file)."""
+    if events.is_symlink() or not events.is_file():
+        return 0, "trajectory length 0: the external agent wrote no events.jsonl"
+    count = 0
+    try:
+        with events.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"line {number}: not JSON: {exc}") from None
+                count += isinstance(event, dict) and event.get("event") == "tool_call"
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+        return 0, f"trajectory length 0: events.jsonl not used: {exc}"
+    return count, None
+
+
+async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> tuple[int, str]:
+    """Run `--llm-agent-cmd` in the agent's copy: its trajectory length and a note on it."""
+    events = copy.root / "results" / "events.jsonl"
+    env = {
+        **copy.env,
+        "LLM_TOOL_TEST_EVENTS": str(events),
+        "LLM_TOOL_TEST_MODEL": run.model.name,
+        "LLM_TOOL_TEST_AGENT": "external",
+    }
+    task = run.task
+    done = await external.run(
+        prompt=task.prompt,
+        model=run.model.name,
+        workdir=copy.workdir,
+        env=env,
+        timeout=task.timeouts.agent,
+        jail=copy.jail,
+    )
+    (copy.root / "results" / "transcript.txt").write_text(transcript_of(done), encoding="utf-8")
+    length, why = count_tool_calls(events)
+    status = "timed out" if done.timed_out else f"exited {done.exit_code}"
+    note = f"external agent {status}; cost unknown (counted as 0)"
+    return length, f"{note}; {why}" if why else note
+
+
 async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     started = time.perf_counter()
     task = run.task
-    copy = await make_copy(task, run.root, "agent", run.sandbox)
-    trace = await _agent(run, copy)
+    external = run.external
+    extra = [] if external is None or external.executable is None else [external.executable]
+    copy = await make_copy(task, run.root, "agent", run.sandbox, extra)
     notes: list[str] = []
+    trace: AgentTrace | None = None
+    if external is not None:
+        trajectory_length, note = await _external_agent(run, external, copy)
+        notes.append(note)
+    else:
+        trace = await _agent(run, copy)
+        trajectory_length = trace.turns
     try:
         tests = await run_tests(task, copy)
     except ValueError as exc:
@@ -302,7 +366,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     if reference.snapshot is not None:
         same = await snapshot_output(task, copy) == reference.snapshot
         snapshot = SnapshotSummary(status="passed" if same else "failed")
-    is_nop = run.model.name == "nop"
+    is_nop = external is None and run.model.name == "nop"
     # A failed agent is scored as the baseline: its own times would not be used.
     failed = pytest_failed(tests, reference.oracle_pytest) or snapshot_failed(snapshot)
     copies = [reference.nop, reference.oracle] + ([] if failed and not is_nop else [copy])
@@ -315,8 +379,8 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         snapshot,
         oracle_pytest=reference.oracle_pytest,
         is_nop=is_nop,
-        task_cost_usd=trace.cost_usd or 0.0,
-        trajectory_length=trace.turns,
+        task_cost_usd=(trace.cost_usd or 0.0) if trace else 0.0,
+        trajectory_length=trajectory_length,
     )
     return OptimizationResult(
         nodeid=run.nodeid,
@@ -324,7 +388,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         trial=run.trial,
         task_id=task.name,
         category=task.category,
-        agent=agent_key(run.model.name),
+        agent=agent_key(run.model.name, external is not None),
         min_speedup=task.min_speedup,
         metrics=metrics,
         oracle_pytest=reference.oracle_pytest,

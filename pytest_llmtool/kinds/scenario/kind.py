@@ -11,7 +11,6 @@ when a scenario file is found.
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from pytest_llmtool.untrusted import wide_encoding
 if TYPE_CHECKING:
     from pytest_llmtool.items import LlmItem
     from pytest_llmtool.kinds.scenario.load import Scenario
-    from pytest_llmtool.kinds.scenario.run import ExternalAgent
+    from pytest_llmtool.sandbox.external import ExternalAgent
     from pytest_llmtool.state import RunState
 
 _SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
@@ -183,10 +182,6 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
 def _external(state: RunState) -> ExternalAgent | None:
     """`--llm-agent-cmd`, with only the variables `--llm-agent-env` names."""
-    from pytest_llmtool.kinds.scenario.run import ExternalAgent
+    from pytest_llmtool.sandbox.external import ExternalAgent
 
-    cmd = state.settings.agent_cmd
-    if cmd is None:
-        return None
-    passed = {n: os.environ[n] for n in state.settings.agent_env if n in os.environ}
-    return ExternalAgent(cmd, passed)
+    return ExternalAgent.from_settings(state.settings)

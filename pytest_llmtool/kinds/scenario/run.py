@@ -37,6 +37,7 @@ from pytest_llmtool.records import (
     ScenarioResult,
 )
 from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import run_shell
 from pytest_llmtool.sandbox.workdir import (
@@ -51,24 +52,6 @@ SETUP_TIMEOUT_SECONDS = 120.0
 
 class SetupFailed(SandboxError):
     """A setup command or the health check failed: the scenario could not be prepared."""
-
-
-@dataclass(frozen=True)
-class ExternalAgent:
-    """`--llm-agent-cmd`: a command template with {prompt}, {model} and {workdir}."""
-
-    template: str
-    passed_env: dict[str, str]
-
-    @property
-    def executable(self) -> Path | None:
-        """The agent program when the template names it by an absolute path: the sandbox
-        must show it (a bare name is found on PATH, whose directories it shows anyway)."""
-        try:
-            first = shlex.split(self.template)[0]
-        except (ValueError, IndexError):
-            return None
-        return Path(first) if first.startswith("/") else None
 
 
 @dataclass(frozen=True)
@@ -250,21 +233,15 @@ async def _external_agent(
     env: dict[str, str],
     jail: Jail | None,
 ) -> tuple[str, bool]:
-    command = external.template.format(
-        prompt=shlex.quote(run.scenario.prompt),
-        model=shlex.quote(run.model_name),
-        workdir=shlex.quote(str(workdir)),
-    )
-    # The one command with the network whatever the scenario says: it calls its provider.
-    result = await run_shell(
-        command,
-        cwd=workdir,
-        env={**env, **external.passed_env},
+    result = await external.run(
+        prompt=run.scenario.prompt,
+        model=run.model_name,
+        workdir=workdir,
+        env=env,
         timeout=run.scenario.timeout_secs,
         jail=jail,
-        network=True,
     )
-    transcript = result.stdout + ("\n" + result.stderr if result.stderr else "")
+    transcript = transcript_of(result)
     # Seed 004's `completed`: exited by itself (not killed by the timeout) with exit code 0.
     return transcript, result.exit_code == 0 and not result.timed_out
 

@@ -1,0 +1,80 @@
+"""`--llm-agent-cmd`: an external agent program, run as one shell command in an item's jail.
+
+Shared by the kinds that let an external agent do the work (scenarios, optimization tasks):
+the template's `{prompt}`, `{model}` and `{workdir}` are filled in shell-quoted, and the
+command runs in the work directory with the network on (it calls its provider) and the item's
+scrubbed environment plus only the variables `--llm-agent-env` names.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_llmtool.sandbox.process import ShellResult, run_shell
+
+if TYPE_CHECKING:
+    from pytest_llmtool.sandbox.isolated import Jail
+    from pytest_llmtool.settings import Settings
+
+
+@dataclass(frozen=True)
+class ExternalAgent:
+    """`--llm-agent-cmd`: a command template with {prompt}, {model} and {workdir}."""
+
+    template: str
+    passed_env: dict[str, str]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ExternalAgent | None:
+        """`--llm-agent-cmd`, with only the variables `--llm-agent-env` names; None without."""
+        if settings.agent_cmd is None:
+            return None
+        passed = {n: os.environ[n] for n in settings.agent_env if n in os.environ}
+        return cls(settings.agent_cmd, passed)
+
+    @property
+    def executable(self) -> Path | None:
+        """The agent program when the template names it by an absolute path: the sandbox
+        must show it (a bare name is found on PATH, whose directories it shows anyway)."""
+        try:
+            first = shlex.split(self.template)[0]
+        except (ValueError, IndexError):
+            return None
+        return Path(first) if first.startswith("/") else None
+
+    def command(self, prompt: str, model: str, workdir: Path) -> str:
+        return self.template.format(
+            prompt=shlex.quote(prompt),
+            model=shlex.quote(model),
+            workdir=shlex.quote(str(workdir)),
+        )
+
+    async def run(
+        self,
+        *,
+        prompt: str,
+        model: str,
+        workdir: Path,
+        env: dict[str, str],
+        timeout: float,
+        jail: Jail | None,
+    ) -> ShellResult:
+        """Run the agent in `workdir`; the one command of an item with the network whatever
+        the item's own setting says, since it calls its provider."""
+        return await run_shell(
+            self.command(prompt, model, workdir),
+            cwd=workdir,
+            env={**env, **self.passed_env},
+            timeout=timeout,
+            jail=jail,
+            network=True,
+        )
+
+
+def transcript_of(result: ShellResult) -> str:
+    """The agent's output as its transcript: stdout, then stderr."""
+    return result.stdout + ("\n" + result.stderr if result.stderr else "")
