@@ -90,4 +90,4 @@ def test_tool_call_events_are_counted(tmp_path: Path) -> None:
     assert count_tool_calls(events) == (3, None)
     events.write_text(EVENT % "tool_call" + "\nnot json\n")
     length, note = count_tool_calls(events)
-    assert length == 0 and note is not None and "line 2: not JSON" in note
+    assert length == 0 and note is not None and "events.jsonl:2: not JSON" in note

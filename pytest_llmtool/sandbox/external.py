@@ -8,11 +8,13 @@ scrubbed environment plus only the variables `--llm-agent-env` names.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
@@ -78,3 +80,20 @@ class ExternalAgent:
 def transcript_of(result: ShellResult) -> str:
     """The agent's output as its transcript: stdout, then stderr."""
     return result.stdout + ("\n" + result.stderr if result.stderr else "")
+
+
+def event_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of an `events.jsonl` (`$LLM_TOOL_TEST_EVENTS`) with their line
+    numbers, blank lines skipped; a line that is not a JSON object raises ValueError naming
+    it, since figures from a half-read file would be wrong without saying so."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+            if not isinstance(event, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object")
+            yield number, event

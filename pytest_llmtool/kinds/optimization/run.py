@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import json
 import os
 import shlex
 import shutil
@@ -38,7 +37,7 @@ from pytest_llmtool.kinds.optimization.metrics import (
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
 from pytest_llmtool.sandbox import SandboxError
-from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
+from pytest_llmtool.sandbox.external import ExternalAgent, event_records, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
@@ -302,17 +301,8 @@ def count_tool_calls(events: Path) -> tuple[int, str | None]:
     when there are none to count (no file, or one that is not a regular JSONL file)."""
     if events.is_symlink() or not events.is_file():
         return 0, "trajectory length 0: the external agent wrote no events.jsonl"
-    count = 0
     try:
-        with events.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"line {number}: not JSON: {exc}") from None
-                count += isinstance(event, dict) and event.get("event") == "tool_call"
+        count = sum(e.get("event") == "tool_call" for _, e in event_records(events))
     except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
         return 0, f"trajectory length 0: events.jsonl not used: {exc}"
     return count, None

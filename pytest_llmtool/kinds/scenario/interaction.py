@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from pytest_llmtool.records import InteractionMetrics, SubcommandMetrics, ToolCallResult
+from pytest_llmtool.sandbox.external import event_records
 
 # Characters that may stand right before the binary name (start of a word, of a command after
 # a shell operator, or the last path component) and right after it (end of the word).
@@ -236,29 +237,20 @@ def read_events(path: Path) -> list[ToolCallResult]:
     its line number, since metrics from a half-read file would be wrong without saying so.
     """
     calls: list[ToolCallResult] = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
-            if not isinstance(event, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object")
-            if event.get("event") != "tool_result":
-                continue
-            try:
-                calls.append(
-                    ToolCallResult(
-                        commands=event["command"],
-                        stdout=event.get("stdout", ""),
-                        stderr=event.get("stderr", ""),
-                        exit_code=event["exit_code"],
-                    )
+    for number, event in event_records(path):
+        if event.get("event") != "tool_result":
+            continue
+        try:
+            calls.append(
+                ToolCallResult(
+                    commands=event["command"],
+                    stdout=event.get("stdout", ""),
+                    stderr=event.get("stderr", ""),
+                    exit_code=event["exit_code"],
                 )
-            except KeyError as exc:
-                raise ValueError(f"{path}:{number}: tool_result without {exc}") from None
-            except ValidationError as exc:
-                raise ValueError(f"{path}:{number}: bad tool_result: {exc}") from None
+            )
+        except KeyError as exc:
+            raise ValueError(f"{path}:{number}: tool_result without {exc}") from None
+        except ValidationError as exc:
+            raise ValueError(f"{path}:{number}: bad tool_result: {exc}") from None
     return calls
