@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from pytest_llmtool.untrusted import undecodable, wide_encoding
 
 # Values a document may hold once every alias is expanded: a scenario has a few hundred.
 MAX_EXPANDED_NODES = 100_000
@@ -116,3 +120,36 @@ class _Checker:
 
 def _line(node: Node) -> str:
     return f"line {node.start_mark.line + 1}: "
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a YAML file could not become a document (a type of its own: a document may
+    itself be a plain string)."""
+
+    message: str
+
+
+def read_yaml_file(path: Path) -> Any:
+    """The document of a task file, or `Unreadable` naming the line where it can be: bad
+    bytes, a UTF-16/32 file, invalid YAML, or YAML `load_yaml` refuses."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return Unreadable(f"cannot read: {exc}")
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return Unreadable(f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, message = undecodable(raw, exc)
+        return Unreadable(f"line {line}: {message}")
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        return Unreadable(f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}")
+    except UnsafeYaml as exc:
+        return Unreadable(str(exc))

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
-from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
+from pytest_llmtool.safe_yaml import Unreadable, key_path, read_yaml_file
+from pytest_llmtool.untrusted import nonprinting, shorten
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
 _MAX_PROBLEM = 300
@@ -88,30 +87,6 @@ class OptimizationTask(_Model):
         return self.name
 
 
-def _read(path: Path) -> Any:
-    """The document, or a `str` saying why it cannot be read."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return f"cannot read: {exc}"
-    wide = wide_encoding(raw[:4])
-    if wide is not None:
-        return f"the file is {wide[0]}, not UTF-8: save it as UTF-8"
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line, message = undecodable(raw, exc)
-        return f"line {line}: {message}"
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        return f"{where}not valid YAML: {getattr(exc, 'problem', None) or exc}"
-    except UnsafeYaml as exc:
-        return str(exc)
-
-
 def _inside(base: Path, value: str, where: str, want_dir: bool) -> str | None:
     """Why a path the task names cannot be used, or None."""
     if Path(value).is_absolute():
@@ -151,9 +126,9 @@ def _problems(data: Any, base: Path) -> list[str]:
 
 def load_task(path: Path) -> OptimizationTask | str:
     """The task of `path`, or one message saying what is wrong with it."""
-    data = _read(path)
-    if isinstance(data, str):
-        return shorten(data, _MAX_PROBLEM)
+    data = read_yaml_file(path)
+    if isinstance(data, Unreadable):
+        return shorten(data.message, _MAX_PROBLEM)
     problems = _problems(data, path.parent)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pytest_llmtool.judge import load_rubric
 from pytest_llmtool.kinds.scenario.gates import Gate
 from pytest_llmtool.kinds.scenario.interaction import compile_pattern
-from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
-from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
+from pytest_llmtool.safe_yaml import Unreadable, key_path, read_yaml_file
+from pytest_llmtool.untrusted import nonprinting, shorten
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
 MIGRATIONS = {
@@ -228,35 +227,10 @@ def _binary_problems(base: Path, binary: str) -> list[str]:
     return []
 
 
-def _read(path: Path) -> Any:
-    """The scenario document; `ScenarioProblem` when it cannot be read or is unsafe YAML."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ScenarioProblem(f"cannot read: {exc}")
-    wide = wide_encoding(raw[:4])
-    if wide is not None:
-        return ScenarioProblem(f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line, message = undecodable(raw, exc)
-        return ScenarioProblem(f"line {line}: {message}")
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = shorten(str(getattr(exc, "problem", None) or exc), _MAX_PROBLEM)
-        return ScenarioProblem(f"{where}not valid YAML: {problem}")
-    except UnsafeYaml as exc:
-        return ScenarioProblem(shorten(str(exc), _MAX_PROBLEM))
-
-
 def load_scenario(path: Path) -> Scenario | ScenarioProblem:
-    data = _read(path)
-    if isinstance(data, ScenarioProblem):
-        return data
+    data = read_yaml_file(path)
+    if isinstance(data, Unreadable):
+        return ScenarioProblem(shorten(data.message, _MAX_PROBLEM))
     if not isinstance(data, dict):
         return ScenarioProblem("(top level): a scenario is a mapping of keys")
     problems = _premigration(data) or _schema_problems(data)
