@@ -781,13 +781,14 @@ def test_faults_apply_in_order(server: FakeLLMServer, calls: dict[str, Call]) ->
 
 
 def test_latency_delays_every_answer_and_overlaps() -> None:
-    with FakeLLMServer({"Hello there.": [Turn(text="Hi.")]}, latency=0.2) as server:
+    latency = 0.5  # long enough that eight serial answers (4 s) cannot hide in machine noise
+    with FakeLLMServer({"Hello there.": [Turn(text="Hi.")]}, latency=latency) as server:
         with anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0) as client:
             started = time.monotonic()
             client.messages.create(
                 model="m", max_tokens=5, messages=[{"role": "user", "content": "Hello there."}]
             )
-            assert time.monotonic() - started >= 0.2
+            assert time.monotonic() - started >= latency
 
         async def burst() -> tuple[list[Message], list[Response]]:
             async with (
@@ -809,7 +810,7 @@ def test_latency_delays_every_answer_and_overlaps() -> None:
         elapsed = time.monotonic() - started
     assert [m.content for m in messages] == [[TextBlock(text="Hi.", type="text")]] * 4
     assert [r.output_text for r in responses] == ["Hi."] * 4
-    assert 0.2 <= elapsed < 0.2 * 8 / 2  # the eight concurrent requests overlap
+    assert latency <= elapsed < latency * 8 / 2  # the eight concurrent requests overlap
 
 
 def test_requests_are_recorded(
