@@ -88,6 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
     # default action could cut the cancelling of runs in flight short.
     config.add_cleanup(signals.uninstall)
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        from pytest_llmtool.report.html import HtmlItems, HtmlReport
+
+        config.pluginmanager.register(HtmlItems(), "llmtool-html-items")
+        if controller is not None:
+            config.pluginmanager.register(HtmlReport(controller), "llmtool-html")
     if controller is not None:
         config.pluginmanager.register(controller, "llmtool-controller")
         if settings.baseline is not None:

@@ -120,6 +120,7 @@ class Controller:
         self.report: EvalReport | None = None
         self.written: list[Path] = []
         self.journal: JournalWriter | None = None
+        self._finished = False
 
     def _open_journal(self, seed: list[JournalEntry]) -> None:
         settings = self.config.stash[STATE_KEY].settings
@@ -217,6 +218,14 @@ class Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.finish(session)
+
+    def finish(self, session: pytest.Session) -> None:
+        """Build, judge and write the run report, once: at session finish, or earlier when
+        pytest-html asks for its summary (its session finish may run before ours)."""
+        if self._finished:
+            return
+        self._finished = True
         if self.journal is not None:
             self.journal.close()
         if not (self.errors or any(self.results.values())):

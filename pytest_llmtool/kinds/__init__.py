@@ -49,6 +49,21 @@ class Variant(NamedTuple):
     detail: Any = None
 
 
+class Columns(NamedTuple):
+    """An item's cells in the HTML results table; None where a kind has no such number.
+
+    `score` orders the Score column (a fraction: 0 fails everything, 1 passes everything;
+    a speedup for optimization tasks), `score_text` is what the cell shows."""
+
+    score: float | None = None
+    score_text: str = ""
+    turns: int | None = None
+    calls_ok: int | None = None
+    calls_error: int | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+
 class Kind(ABC, Generic[W, R]):
     name: ClassVar[str]
     noun: ClassVar[str] = "task"  # what a failure's header calls one item: "task gamma[haiku]"
@@ -91,6 +106,14 @@ class Kind(ABC, Generic[W, R]):
     @abstractmethod
     def properties(self, result: R) -> list[tuple[str, object]]:
         """JSON-native `user_properties` of a finished item."""
+
+    def columns(self, result: R) -> Columns:
+        """The item's numbers for the HTML results table."""
+        return Columns()
+
+    def html_details(self, result: R) -> list[str]:
+        """The item's sections in the HTML report, made of `report.fragments` (escaped)."""
+        return []
 
     @abstractmethod
     def failure(self, result: R) -> str:

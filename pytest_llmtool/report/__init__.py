@@ -74,8 +74,25 @@ class JsonWriter(FileWriter):
         return report.model_dump_json(indent=2)
 
 
-class MarkdownWriter(FileWriter):
-    filename = "report.md"
+class MarkdownWriter(Writer):
+    """`report.md`, and the charts it shows as SVG files beside it (`charts/`)."""
 
-    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
-        return markdown_report(report, kinds)
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        if directory is None:
+            return []
+        from pytest_llmtool.report.charts import charts
+
+        directory.mkdir(parents=True, exist_ok=True)
+        drawn, folder = charts(report), directory / "charts"
+        for stale in folder.glob("*.svg"):  # an earlier run's chart this run does not draw
+            stale.unlink()
+        if drawn:
+            folder.mkdir(exist_ok=True)
+        for chart in drawn:
+            write_atomic(folder / f"{chart.name}.svg", chart.svg)
+        links = [(chart.title, f"charts/{chart.name}.svg") for chart in drawn]
+        path = directory / "report.md"
+        write_atomic(path, markdown_report(report, kinds, links))
+        return [path, folder] if drawn else [path]

@@ -60,9 +60,25 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def markdown_report(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
-    """The metadata, each kind's summary sections, the errors, then each kind's details."""
-    lines = ["# pytest-llmtool eval report", "", *_metadata_lines(report.metadata)]
+def markdown_report(
+    report: EvalReport, kinds: Sequence[Kind[Any, Any]], charts: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The metadata, each kind's summary sections, the errors, the charts (title, relative
+    path of an SVG written beside), then each kind's details."""
+    lines = ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
+    lines += summary_lines(report, kinds)
+    if charts:
+        lines += ["## Charts", ""]
+        for title, path in charts:
+            lines += [f"![{text(title)}]({path})", ""]
+    for kind in kinds:
+        lines += kind.markdown_details(report)
+    return "\n".join(lines)
+
+
+def summary_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
+    """The run-level sections (the HTML report's summary shows the same)."""
+    lines: list[str] = []
     for kind in kinds:
         lines += kind.markdown_summary(report)
     lines += _comparison_lines(report)
@@ -76,9 +92,7 @@ def markdown_report(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
         lines += ["## Budget", "", text(report.budget.line()), ""]
     if report.baseline is not None:
         lines += _baseline_lines(report.baseline)
-    for kind in kinds:
-        lines += kind.markdown_details(report)
-    return "\n".join(lines)
+    return lines
 
 
 def _baseline_lines(comparison: BaselineComparison) -> list[str]:
@@ -128,7 +142,7 @@ def _trial_lines(report: EvalReport) -> list[str]:
     return [*lines, ""]
 
 
-def _metadata_lines(meta: RunMetadata) -> list[str]:
+def metadata_lines(meta: RunMetadata) -> list[str]:
     models = ", ".join(f"{m.name} ({m.provider}:{m.model_id})" for m in meta.models)
     versions = [f"pytest-llmtool {meta.plugin}", f"pytest {meta.pytest}", f"Python {meta.python}"]
     versions += [f"bashkit {meta.bashkit}"] if meta.bashkit else []

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.agents.base import NamedWork
-from pytest_llmtool.kinds import Kind, Problem
+from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
 from pytest_llmtool.loop import run_agent_loop
@@ -29,6 +29,7 @@ from pytest_llmtool.records import (
     TaskResult,
     TaskScore,
 )
+from pytest_llmtool.report import fragments
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
 
 if TYPE_CHECKING:
@@ -142,6 +143,22 @@ class BashKind(Kind[Task, TaskResult]):
             ("natural_stop", trace.natural_stop),
             ("cost_usd", trace.cost_usd),
         ]
+
+    def columns(self, result: TaskResult) -> Columns:
+        trace, score = result.trace, result.score
+        return Columns(
+            score=score.score / score.max_score if score.max_score else None,
+            score_text=f"{score.score:g}/{score.max_score:g}",
+            turns=trace.turns,
+            calls_ok=trace.tool_calls_ok,
+            calls_error=trace.tool_calls_error,
+            tokens=trace.total_input_tokens + trace.total_output_tokens,
+            cost_usd=trace.cost_usd,
+        )
+
+    def html_details(self, result: TaskResult) -> list[str]:
+        parts = [fragments.checks(result.score.results), fragments.conversation(result.trace)]
+        return [*parts, fragments.calls([*result.trace.llm_calls, *result.judge_calls])]
 
     def failure(self, result: TaskResult) -> str:
         trace = result.trace

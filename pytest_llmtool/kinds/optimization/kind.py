@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool.compat import item_tmp_path
-from pytest_llmtool.kinds import Kind, Problem
+from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import ErrorRecord, EvalReport, OptimizationResult
 
 if TYPE_CHECKING:
@@ -126,6 +126,23 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
             ("trajectory_length", m.trajectory_length),
             ("duration_ms", result.duration_ms),
         ]
+
+    def columns(self, result: OptimizationResult) -> Columns:
+        m, trace = result.metrics, result.trace
+        return Columns(
+            score=m.task_speedup,
+            score_text="-" if m.task_speedup is None else f"{m.task_speedup:.2f}x",
+            turns=trace.turns if trace else None,
+            calls_ok=trace.tool_calls_ok if trace else None,
+            calls_error=trace.tool_calls_error if trace else None,
+            tokens=trace.total_input_tokens + trace.total_output_tokens if trace else None,
+            cost_usd=m.task_cost_usd if trace else None,
+        )
+
+    def html_details(self, result: OptimizationResult) -> list[str]:
+        from pytest_llmtool.kinds.optimization.report import html_details
+
+        return html_details(result)
 
     def failure(self, result: OptimizationResult) -> str:
         from pytest_llmtool.kinds.optimization.run import failure_lines

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.kinds.optimization.metrics import gmean
-from pytest_llmtool.records import EvalReport, Interval, OptimizationResult, SpeedupInterval
+from pytest_llmtool.records import (
+    AgentTaskMetrics,
+    EvalReport,
+    Interval,
+    OptimizationResult,
+    SpeedupInterval,
+)
+from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
@@ -111,19 +118,38 @@ def markdown_details(report: EvalReport) -> list[str]:
         lines += [f"- Artifacts: {code(r.artifacts)}"]
         lines += [f"- Note: {text(note)}" for note in r.notes]
         lines += [""]
-        lines += table(
-            ["Benchmark", "Nop median (s)", "Agent", "Oracle", "Advantage", "Valid"],
-            [
-                [
-                    b.name,
-                    "-" if b.nop_median is None else f"{b.nop_median:.6f}",
-                    _x(b.agent_nop, b.agent_nop_ci),
-                    _x(b.oracle_nop),
-                    _num(b.advantage),
-                    "yes" if b.valid else "no",
-                ]
-                for b in m.per_benchmark_speedups
-            ],
-        )
-        lines += [""]
+        lines += [*table(*benchmark_rows(m)), ""]
     return lines
+
+
+def benchmark_rows(m: AgentTaskMetrics) -> tuple[list[str], list[list[str]]]:
+    """One attempt's benchmarks: the baseline's median time and each speedup against it."""
+    headers = ["Benchmark", "Nop median (s)", "Agent", "Oracle", "Advantage", "Valid"]
+    rows = [
+        [
+            b.name,
+            "-" if b.nop_median is None else f"{b.nop_median:.6f}",
+            _x(b.agent_nop, b.agent_nop_ci),
+            _x(b.oracle_nop),
+            _num(b.advantage),
+            "yes" if b.valid else "no",
+        ]
+        for b in m.per_benchmark_speedups
+    ]
+    return headers, rows
+
+
+def html_details(r: OptimizationResult) -> list[str]:
+    """An attempt's speedups, tests and notes, then the agent's conversation if it had one."""
+    m, tests = r.metrics, r.metrics.pytest_summary
+    said = [
+        f"<p>Speedup {fragments.esc(_x(m.task_speedup, m.task_speedup_ci))} "
+        f"(needs above {r.min_speedup:g}x); advantage {fragments.esc(_num(m.agent_advantage))}; "
+        f"tests {tests.passed} passed, {tests.failures} failing; outcome {_outcome(r)}</p>",
+        fragments.table(*benchmark_rows(m)),
+        *(f"<p>Note: {fragments.esc(note)}</p>" for note in r.notes),
+    ]
+    parts = [fragments.fold("Speedups", "".join(said), section="speedups", is_open=True)]
+    if r.trace is not None:
+        parts += [fragments.conversation(r.trace), fragments.calls(r.trace.llm_calls)]
+    return parts

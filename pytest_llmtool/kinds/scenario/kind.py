@@ -21,7 +21,7 @@ import pytest
 
 from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.compat import item_tmp_path
-from pytest_llmtool.kinds import Kind, Problem
+from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import ErrorRecord, EvalReport, ScenarioResult
 from pytest_llmtool.untrusted import wide_encoding
 
@@ -151,6 +151,29 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
             ("completed", m.completed),
             ("duration_ms", result.duration_ms),
         ]
+
+    def columns(self, result: ScenarioResult) -> Columns:
+        ev, trace = result.evaluation, result.trace
+        score = ev.composite_score
+        if score is None:  # no judge: the share of gates passed
+            score = ev.gates_passed / ev.gates_total if ev.gates_total else None
+        calls = [*(trace.llm_calls if trace else []), *result.judge_calls]
+        priced = [c.cost_usd for c in calls if c.cost_usd is not None]
+        return Columns(
+            score=score,
+            score_text=f"{ev.gates_passed}/{ev.gates_total} gates"
+            + (f", {ev.composite_score:.2f}" if ev.composite_score is not None else ""),
+            turns=trace.turns if trace else None,
+            calls_ok=ev.interaction.total_commands - ev.interaction.error_count,
+            calls_error=ev.interaction.error_count,
+            tokens=sum(c.input_tokens + c.output_tokens for c in calls) if calls else None,
+            cost_usd=sum(priced) if priced else None,
+        )
+
+    def html_details(self, result: ScenarioResult) -> list[str]:
+        from pytest_llmtool.kinds.scenario.report import html_details
+
+        return html_details(result)
 
     def failure(self, result: ScenarioResult) -> str:
         from pytest_llmtool.kinds.scenario.run import failure_lines

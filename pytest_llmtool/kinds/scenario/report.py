@@ -4,7 +4,8 @@ three layers in `report.md`."""
 from __future__ import annotations
 
 from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
-from pytest_llmtool.records import EvalReport, ScenarioResult
+from pytest_llmtool.records import EvalReport, InteractionMetrics, ScenarioResult
+from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
@@ -135,6 +136,37 @@ def markdown_details(report: EvalReport) -> list[str]:
     return lines
 
 
+def interaction_rows(m: InteractionMetrics) -> tuple[list[str], list[list[str]]]:
+    """Layer 1 of one scenario, informational: how the agent used the tool."""
+    headers = ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration"]
+    row = [
+        str(m.total_commands),
+        str(m.unique_commands),
+        str(m.error_count),
+        str(m.retry_count),
+        str(m.help_invocations),
+        f"{m.first_try_success_rate:.2f}",
+        f"{m.iteration_ratio:.2f}",
+    ]
+    return [*headers, "Completed"], [[*row, "yes" if m.completed else "no"]]
+
+
+def html_details(result: ScenarioResult) -> list[str]:
+    """The three layers (gates, judge, interaction), notes, then the conversation."""
+    ev = result.evaluation
+    why = f"<p>{ev.outcome.upper()}: {fragments.esc(ev.reason)}</p>" if ev.reason else ""
+    parts = [why + fragments.gates(ev.gates)]
+    if ev.judge_verdict is not None or ev.judge_response is not None:
+        parts.append(fragments.judge(ev.judge_response, ev.judge_score, ev.judge_verdict))
+    notes = "".join(f"<p>Note: {fragments.esc(note)}</p>" for note in result.notes)
+    interaction = fragments.table(*interaction_rows(ev.interaction)) + notes
+    parts.append(fragments.fold("Interaction", interaction, section="interaction"))
+    if result.trace is not None:
+        parts.append(fragments.conversation(result.trace))
+    calls = [*(result.trace.llm_calls if result.trace else []), *result.judge_calls]
+    return [*parts, fragments.calls(calls)] if calls else parts
+
+
 def _scenario_section(result: ScenarioResult) -> list[str]:
     ev, m = result.evaluation, result.evaluation.interaction
     guidance = f" / {text(result.guidance)}" if result.guidance else ""
@@ -144,21 +176,7 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
         lines += [f"- Why: {text(ev.reason)}"]
     lines += [f"- Artifacts: {code(result.artifacts)}", ""]
     lines += ["Layer 1, interaction (informational):", ""]
-    lines += table(
-        ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration", "Completed"],
-        [
-            [
-                str(m.total_commands),
-                str(m.unique_commands),
-                str(m.error_count),
-                str(m.retry_count),
-                str(m.help_invocations),
-                f"{m.first_try_success_rate:.2f}",
-                f"{m.iteration_ratio:.2f}",
-                "yes" if m.completed else "no",
-            ]
-        ],
-    )
+    lines += table(*interaction_rows(m))
     lines += ["", f"Layer 2, gates ({ev.gates_passed}/{ev.gates_total} passed):", ""]
     lines += table(
         ["Result", "Gate", "Message"],

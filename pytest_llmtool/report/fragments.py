@@ -1,0 +1,172 @@
+"""HTML fragments of one item for the pytest-html report: tables, the conversation, folds.
+
+Everything shown comes from a model, a tool, or a task file, so every value goes through
+`html.escape` here and nowhere is text put into markup unescaped: pytest-html inserts an
+extra's HTML as it is. Long text is folded (`<details>`, closed, with its size in the summary
+line) and cut at `TEXT_LIMIT` characters, so that a run of thousands of items stays a page a
+browser opens; `report.json` keeps every byte.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+from pytest_llmtool.records import (
+    AgentTrace,
+    GateResult,
+    JudgeResponse,
+    LLMCallMetrics,
+    ScoreResult,
+    TextBlock,
+    ToolCallResult,
+    ToolUseBlock,
+)
+
+TEXT_LIMIT = 4000  # characters of one text shown in the report
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def size(text: str | int) -> str:
+    """A text's (or a byte count's) size as a person reads it: 812 B, 4.1 KB, 2.3 MB."""
+    n = text if isinstance(text, int) else len(text.encode("utf-8", "replace"))
+    if n < 1000:
+        return f"{n} B"
+    return f"{n / 1000:.1f} KB" if n < 1_000_000 else f"{n / 1_000_000:.1f} MB"
+
+
+def pre(text: str) -> str:
+    """Preformatted text, cut at `TEXT_LIMIT` with a note of how much is left out."""
+    shown = text[:TEXT_LIMIT]
+    cut = len(text) - len(shown)
+    note = f'\n<span class="llm-cut">… {cut:,} more characters in report.json</span>' if cut else ""
+    return f"<pre>{esc(shown)}{note}</pre>"
+
+
+def fold(summary: str, body: str, *, section: str = "", is_open: bool = False) -> str:
+    """A `<details>` element; `summary` is markup already made safe by the caller."""
+    data = f' data-section="{esc(section)}"' if section else ""
+    opened = " open" if is_open else ""
+    return f'<details class="llm-fold"{data}{opened}><summary>{summary}</summary>{body}</details>'
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, marks: bool = False) -> str:
+    """A table of escaped cells; with `marks`, a cell of True/False shows as PASS/FAIL."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(_cell(value, marks) for value in row) + "</tr>" for row in rows)
+    return f'<table class="llm-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _cell(value: object, marks: bool) -> str:
+    if marks and isinstance(value, bool):
+        return f'<td class="llm-{"pass" if value else "fail"}">{"PASS" if value else "FAIL"}</td>'
+    return f"<td>{esc('' if value is None else value)}</td>"
+
+
+def checks(results: Sequence[ScoreResult]) -> str:
+    passed = sum(r.passed for r in results)
+    rows = [(r.passed, r.check, r.weight, r.detail) for r in results]
+    body = table(["Result", "Check", "Weight", "Detail"], rows, marks=True)
+    return fold(f"Checks: {passed}/{len(results)} passed", body, section="checks", is_open=True)
+
+
+def gates(results: Sequence[GateResult]) -> str:
+    passed = sum(g.passed for g in results)
+    body = table(
+        ["Result", "Gate", "Detail"],
+        [(g.passed, g.gate_type, g.message) for g in results],
+        marks=True,
+    )
+    return fold(f"Gates: {passed}/{len(results)} passed", body, section="gates", is_open=True)
+
+
+def judge(response: JudgeResponse | None, score: float | None, verdict: str | None) -> str:
+    """The judge's score, verdict, per-criterion scores, issues and highlights."""
+    said = [f"<p>Score {esc(f'{score:.2f}' if score is not None else 'none')}"]
+    if verdict:
+        said.append(f"; verdict: {esc(verdict)}")
+    said.append("</p>")
+    if response is not None:
+        said.append(table(["Criterion", "Score"], sorted(response.scores.items())))
+        for title, entries in (("Issues", response.issues), ("Highlights", response.highlights)):
+            if entries:
+                items = "".join(f"<li>{esc(e)}</li>" for e in entries)
+                said.append(f"<p>{title}:</p><ul>{items}</ul>")
+    return fold("Judge", "".join(said), section="judge", is_open=True)
+
+
+def calls(metrics: Sequence[LLMCallMetrics]) -> str:
+    """Seed 003's per-call metrics: tokens, cache, latency and the growing context."""
+    rows = [
+        (
+            m.call_number,
+            m.input_tokens,
+            m.output_tokens,
+            m.cache_read_tokens,
+            m.cache_write_tokens,
+            f"{m.latency_ms:.0f}",
+            m.cumulative_input,
+            m.tool_calls_made,
+            m.retries,
+            m.stop_reason,
+            "" if m.cost_usd is None else f"${m.cost_usd:.4f}",
+        )
+        for m in metrics
+    ]
+    headers = [
+        "Call",
+        "Input",
+        "Output",
+        "Cache read",
+        "Cache write",
+        "Latency ms",
+        "Cumulative input",
+        "Tool calls",
+        "Retries",
+        "Stop",
+        "Cost",
+    ]
+    return fold(f"LLM calls: {len(metrics)}", table(headers, rows), section="calls")
+
+
+def tool_call(call: ToolCallResult) -> str:
+    """One bash invocation: its command, exit code, and its output folded with sizes."""
+    status = "ok" if call.exit_code == 0 else "error"
+    parts = [
+        f'<div class="llm-call llm-{status}"><span class="llm-exit">exit {call.exit_code}</span>',
+        pre(call.commands),
+    ]
+    for name, text in (("stdout", call.stdout), ("stderr", call.stderr)):
+        if text:
+            parts.append(fold(f"{name} ({size(text)})", pre(text)))
+    return "".join(parts) + "</div>"
+
+
+def conversation(trace: AgentTrace) -> str:
+    """The prompt, each model reply and each tool call, in order; folded, with its size.
+
+    Tool calls are paired with tool-use blocks in the order both were made; calls a trace
+    has without messages (an external agent's log) are listed on their own."""
+    calls_left = iter(trace.tool_calls)
+    turns: list[str] = []
+    total = sum(len(b.text) for m in trace.messages for b in m.content if isinstance(b, TextBlock))
+    total += sum(len(c.commands) + len(c.stdout) + len(c.stderr) for c in trace.tool_calls)
+    for message in trace.messages:
+        for block in message.content:
+            if isinstance(block, TextBlock) and block.text:
+                who = "Prompt" if message.role == "user" else "Model"
+                turns.append(
+                    f'<div class="llm-turn llm-{message.role}"><b>{who}</b>{pre(block.text)}</div>'
+                )
+            elif isinstance(block, ToolUseBlock):
+                call = next(calls_left, None)
+                if call is not None:
+                    turns.append(tool_call(call))
+    turns += [tool_call(call) for call in calls_left]
+    summary = (
+        f"Conversation: {trace.turns} turns, {len(trace.tool_calls)} tool calls ({size(total)})"
+    )
+    return fold(summary, "".join(turns), section="conversation")

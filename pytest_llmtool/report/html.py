@@ -1,0 +1,195 @@
+"""The pytest-html report: our columns, each item's sections, and the run summary with charts.
+
+Registered only when pytest-html is installed and `--html` is given (`plugin.py`); the plugin
+never needs it. The part that reads an item's result (`HtmlItems`) runs where the item ran,
+an xdist worker or the one process, and puts plain data and escaped HTML on the report, which
+xdist carries to the controller; the part that writes the page (`HtmlReport`) runs where
+pytest-html writes it.
+
+Everything shown is escaped (`fragments.esc`), including pytest-html's own test-id cell, which
+it inserts as markup. The summary is `report.md`'s run-level sections rendered by a CommonMark
+renderer with raw HTML off, so the escaping `report.md` does is the escaping here too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from markdown_it import MarkdownIt
+
+from pytest_llmtool.items import BadInputItem, LlmFile, LlmItem
+from pytest_llmtool.report import charts as charting
+from pytest_llmtool.report.fragments import esc
+from pytest_llmtool.report.markdown import metadata_lines, summary_lines
+
+if TYPE_CHECKING:
+    from pytest_llmtool.roles import Controller
+
+ROW_ATTR = "llmtool_row"
+# (column key, header): pytest-html sorts a column by the text of its cells when the header
+# has `sortable` and the cell the class `col-<key>`.
+COLUMNS = [
+    ("llm_model", "Model"),
+    ("llm_kind", "Kind"),
+    ("llm_category", "Category"),
+    ("llm_score", "Score"),
+    ("llm_turns", "Turns"),
+    ("llm_calls", "Tool calls ok/error"),
+    ("llm_tokens", "Tokens"),
+    ("llm_cost", "Cost"),
+    ("llm_trial", "Trial"),
+]
+_TEST_ID = re.compile(r'<td class="col-testId">(.*)</td>', re.DOTALL)
+NO_LOG = "No log output captured."
+FOLD_AFTER = 8  # items of a list in the summary shown before it is folded
+_WORKER = re.compile(r"\[gw\d+\] [^\n]*\n?")
+
+STYLE = """<style>
+.llmtool-summary table, .llmtool-item table { border-collapse: collapse; margin: 4px 0 10px; }
+.llmtool-summary th, .llmtool-summary td, .llmtool-item th, .llmtool-item td {
+  border: 1px solid #ccc; padding: 2px 6px; font-size: 12px; text-align: left; }
+.llmtool-summary h2 { font-size: 16px; margin: 14px 0 4px; }
+.llmtool-charts { display: flex; flex-wrap: wrap; gap: 12px; }
+.llmtool-chart { margin: 0; width: 560px; max-width: 100%; }
+.llmtool-chart svg { width: 100%; height: auto; }
+.llmtool-chart figcaption { font-weight: bold; font-size: 13px; }
+.llm-fold { margin: 4px 0; }
+.llm-fold > summary { cursor: pointer; font-weight: bold; }
+.llmtool-item pre { white-space: pre-wrap; word-break: break-word; max-height: 24em;
+  overflow: auto; background: #f6f6f6; padding: 4px; margin: 2px 0; }
+.llm-pass { color: #0a6e0a; font-weight: bold; }
+.llm-fail { color: #b00020; font-weight: bold; }
+.llm-call { border-left: 3px solid #0a6e0a; padding-left: 6px; margin: 4px 0; }
+.llm-call.llm-error { border-left-color: #b00020; }
+.llm-turn { margin: 4px 0; }
+.llm-cut { color: #777; font-style: italic; }
+</style>"""
+
+
+def sort_key(value: float | int | None) -> str:
+    """A hidden prefix that orders a cell as pytest-html sorts, by comparing the cells' text:
+    fixed-width numbers compare as the numbers do; an empty cell sorts after every number."""
+    return "" if value is None else f"{value:020.6f}"
+
+
+def _cell(key: str, shown: str, order: float | int | None = None) -> str:
+    hidden = f"<span hidden>{sort_key(order)}</span>" if order is not None else ""
+    return f'<td class="col-{key}">{hidden}{esc(shown)}</td>'
+
+
+def row_cells(row: dict[str, Any] | None) -> list[str]:
+    """Our cells of one row of the results table; empty ones for a test that is not ours."""
+    if row is None:
+        return [f'<td class="col-{key}"></td>' for key, _ in COLUMNS]
+    ok, error = row.get("calls_ok"), row.get("calls_error")
+    tokens, cost, turns = row.get("tokens"), row.get("cost_usd"), row.get("turns")
+    return [
+        _cell("llm_model", row.get("model", "")),
+        _cell("llm_kind", row.get("kind", "")),
+        _cell("llm_category", row.get("category", "")),
+        _cell("llm_score", row.get("score_text", ""), row.get("score")),
+        _cell("llm_turns", "" if turns is None else str(turns), turns),
+        _cell("llm_calls", "" if ok is None else f"{ok}/{error}", ok),
+        _cell("llm_tokens", "" if tokens is None else f"{tokens:,}", tokens),
+        _cell("llm_cost", "" if cost is None else f"${cost:.4f}", cost),
+        _cell("llm_trial", str(row["trial"]) if "trial" in row else "", row.get("trial")),
+    ]
+
+
+class HtmlItems:
+    """Where items run: put each item's cells and sections on its reports."""
+
+    # trylast: the innermost wrapper, so this runs before the `Runner` hands the result over.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if isinstance(item, LlmItem):
+            row: dict[str, Any] = {
+                "model": item.model.name,
+                "kind": item.kind.name,
+                "category": item.kind.category(item.work),
+                "trial": item.trial + 1,
+            }
+            result = item.result
+            if report.when == "call" and result is not None:
+                row.update(item.kind.columns(result)._asdict())
+                sections = "".join(item.kind.html_details(result))
+                extra = {"name": "llmtool", "format_type": "html", "extension": "html"}
+                extra |= {"content": f'<div class="llmtool-item">{sections}</div>'}
+                extras = [*getattr(report, "extras", []), {**extra, "mime_type": None}]
+                setattr(report, "extras", extras)  # noqa: B010 - pytest-html's attribute
+            setattr(report, ROW_ATTR, row)
+        elif isinstance(item, BadInputItem) and isinstance(item.parent, LlmFile):
+            setattr(report, ROW_ATTR, {"kind": item.parent.kind.name})
+        return report
+
+
+class HtmlReport:
+    """Where pytest-html writes the page: the columns, the escaping, the summary on top."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        ours = [f'<th class="sortable" data-column-type="{k}">{esc(h)}</th>' for k, h in COLUMNS]
+        cells[2:2] = ours
+
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        if len(cells) > 1:
+            found = _TEST_ID.fullmatch(cells[1])
+            if found:  # pytest-html puts the node id in as markup; a task id is anyone's text
+                cells[1] = f'<td class="col-testId">{esc(found.group(1))}</td>'
+        cells[2:2] = row_cells(getattr(report, ROW_ATTR, None))
+
+    def pytest_html_results_table_html(self, report: pytest.TestReport, data: list[str]) -> None:
+        if hasattr(report, ROW_ATTR) and all(e == NO_LOG or _WORKER.fullmatch(e) for e in data):
+            # Our sections say what happened; pytest's log, on a passed item, has nothing to
+            # add but "No log output captured." or xdist's line naming the worker.
+            data.clear()
+
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        self.controller.finish(session)
+        if self.controller.report is not None:
+            prefix.append(summary_html(self.controller))
+
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+_LONG_LIST = re.compile(rf"<ul>\n((?:<li>.*</li>\n){{{FOLD_AFTER + 1},}})</ul>")
+
+
+def _fold_lists(rendered: str) -> str:
+    """Long lists of tasks (flips, diagnostics) folded, so the tables stay in view."""
+
+    def fold(found: re.Match[str]) -> str:
+        items = found.group(1)
+        summary = f"<summary>{items.count('<li>')} items</summary>"
+        return f'<details class="llm-fold">{summary}<ul>\n{items}</ul></details>'
+
+    return _LONG_LIST.sub(fold, rendered)
+
+
+def summary_html(controller: Controller) -> str:
+    """The run's metadata, the charts, then `report.md`'s summary sections."""
+    report = controller.report
+    assert report is not None
+    parts = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']
+    parts.append(_MARKDOWN.render("\n".join(metadata_lines(report.metadata))))
+    drawn = charting.charts(report)
+    if drawn:
+        figures = "".join(
+            f'<figure class="llmtool-chart" data-chart="{c.name}">{c.svg}</figure>' for c in drawn
+        )
+        parts.append(f'<div class="llmtool-charts">{figures}</div>')
+    elif not charting.available():
+        parts.append('<p>Charts need matplotlib: pip install "pytest-llmtool[charts]"</p>')
+    parts.append(_fold_lists(_MARKDOWN.render("\n".join(summary_lines(report, controller.kinds)))))
+    return "".join(parts) + "</div>"

@@ -1,0 +1,167 @@
+"""The pytest-html report and JUnit: columns, each item's sections, the summary, escaping.
+
+The page itself is checked in a real browser in `test_browser.py`; here the data pytest-html
+writes (its JSON blob, the summary markup) is read as a parser would.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from helpers import TASKS, write_dataset
+
+from pytest_llmtool.report.html import COLUMNS, sort_key
+
+pytest.importorskip("pytest_html")
+
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+# What our markup uses; anything else in an item's cells or sections came from the data.
+ALLOWED_TAGS = {
+    "b", "details", "div", "pre", "span", "summary", "table", "tbody", "td", "th", "thead",
+    "tr", "p", "ul", "li", "a",
+}  # fmt: skip
+
+
+def hostile_task() -> dict[str, Any]:
+    return {
+        "id": "evil<img/src=x/onerror=window.__pwned=1>",
+        "category": "<script>window.__pwned=1</script>",
+        "description": HOSTILE,
+        "prompt": f"Print this: {HOSTILE}",
+        "expectations": [{"check": "stdout_contains:pwned"}],
+        "solution": [f"echo '{HOSTILE}'", f"echo '{HOSTILE}' >&2"],
+    }
+
+
+class Markup(HTMLParser):
+    """Every tag and attribute of a fragment."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+
+
+def blob(path: Path) -> dict[str, Any]:
+    """pytest-html's data: every test's rows, extras and log."""
+    text = path.read_text()
+    found = re.search(r'data-jsonblob="(.*?)"></div>', text, re.DOTALL)
+    assert found
+    data: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    return data
+
+
+def summary_markup(path: Path) -> str:
+    text = path.read_text()
+    start = text.index('<div class="llmtool-summary">')
+    return text[start : text.index('<p class="run-count">', start)]
+
+
+def run_html(pytester: pytest.Pytester, *args: str, status: int = 1) -> dict[str, Any]:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--llm-model=oracle,nop", "--html=report.html", *args
+    )
+    assert result.ret == status, result.stdout.str()[-2000:]
+    return blob(pytester.path / "report.html")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_columns_sections_and_summary(pytester: pytest.Pytester, workers: list[str]) -> None:
+    write_dataset(pytester, [*TASKS, "{not json"])
+    tests = run_html(pytester, *workers)["tests"]
+    rows = {nodeid: entries[0] for nodeid, entries in tests.items()}
+    alpha = rows["data.jsonl::alpha[oracle]"]
+    cells = alpha["resultsTableRow"]
+    assert [re.search(r"col-(\w+)", c).group(1) for c in cells[2:11]] == [k for k, _ in COLUMNS]  # type: ignore[union-attr]
+    assert alpha["llm_model"] == "oracle" and alpha["llm_category"] == "files"
+    assert alpha["llm_score"].endswith("4/4") and alpha["llm_calls"].endswith("2/0")
+    sections = alpha["extras"][0]["content"]
+    assert 'data-section="checks"' in sections and 'data-section="conversation"' in sections
+    assert "cp /in/a.txt /out/b.txt" in sections and 'data-section="calls"' in sections
+    assert alpha["log"] == ""  # no "No log output captured." under our sections
+    gamma = rows["data.jsonl::gamma[oracle]"]
+    assert gamma["result"] == "Failed" and "FAIL" in gamma["extras"][0]["content"]
+    assert "1 checks failed" in gamma["log"] or "checks failed" in gamma["log"]
+    bad = rows["data.jsonl::line5"]
+    assert bad["result"] == "Error" and bad["llm_kind"] == "bash" and "not valid JSON" in bad["log"]
+    skipped = rows["data.jsonl::delta[oracle]"]
+    assert skipped["result"] == "Skipped" and skipped["llm_model"] == "oracle"
+    summary = summary_markup(pytester.path / "report.html")
+    assert "<h2>Summary</h2>" in summary and "<h2>By Category</h2>" in summary
+    assert "Models</strong>: oracle (offline:oracle), nop (offline:nop)" in summary
+
+
+def test_hostile_text_is_escaped_everywhere(pytester: pytest.Pytester) -> None:
+    write_dataset(pytester, [hostile_task(), TASKS[0]])
+    tests = run_html(pytester)["tests"]
+    fragments = [
+        piece
+        for entries in tests.values()
+        for entry in entries
+        for piece in [*entry["resultsTableRow"], entry["log"]]
+        + [e["content"] for e in entry["extras"]]
+    ]
+    evil = [f for f in fragments if "pwned" in f]
+    assert len(evil) >= 3  # the id, the category and the sections hold it
+    for fragment in fragments:
+        markup = Markup(fragment)
+        assert markup.tags <= ALLOWED_TAGS, fragment[:300]
+        assert not {a for a in markup.attributes if a.startswith("on")}, fragment[:300]
+    # The summary: report.md's tables (the category is in them) and the charts' SVG.
+    summary = summary_markup(pytester.path / "report.html")
+    assert "pwned" in summary
+    markup = Markup(summary)
+    assert not markup.tags & {"script", "img", "iframe", "object", "embed", "foreignobject"}
+    assert not {a for a in markup.attributes if a.startswith("on")}
+    sections = next(e["extras"][0]["content"] for n, (e,) in tests.items() if "evil" in n)
+    assert html.escape(HOSTILE, quote=True) in sections  # shown, as text
+
+
+def test_long_output_is_folded_and_cut(pytester: pytest.Pytester) -> None:
+    task = {**TASKS[1], "solution": "yes hello | head -c 50000"}
+    write_dataset(pytester, [task])
+    tests = run_html(pytester, "-k", "oracle", status=0)["tests"]
+    sections = tests["data.jsonl::beta[oracle]"][0]["extras"][0]["content"]
+    assert "stdout (50.0 KB)" in sections
+    assert "46,000 more characters in report.json" in sections
+    assert len(sections) < 10_000
+
+
+def test_no_html_without_pytest_html(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = pytester.runpytest("-p", "no:html", "-p", "no:cacheprovider", "-k", "alpha")
+    result.assert_outcomes(passed=1)
+
+
+def test_sort_keys_order_as_numbers_and_empty_last() -> None:
+    values = [10, 9, 0.5, 1200.25, 0, None]
+    ordered = sorted(values, key=lambda v: f"<span hidden>{sort_key(v)}</span>")
+    assert ordered == [0, 0.5, 9, 10, 1200.25, None]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_junit_xunit2_has_each_items_properties(
+    pytester: pytest.Pytester, dataset: Path, workers: list[str]
+) -> None:
+    """Under the default family (xunit2), pytest writes `<properties>` in each `<testcase>`
+    as it does under xunit1: where Jenkins' JUnit plugin, Datadog and junitparser's xunit2
+    schema read them. The xunit2 XSD has no room for them; `junit_family=xunit1` is valid."""
+    pytester.runpytest("--junitxml=out.xml", *workers)
+    cases = {
+        c.get("name"): c for c in ElementTree.parse(pytester.path / "out.xml").iter("testcase")
+    }
+    props = {p.get("name"): p.get("value") for p in cases["alpha[oracle]"].iter("property")}
+    assert props["model"] == "oracle" and props["category"] == "files"
+    assert props["passed"] == "True" and props["score"] == "4.0" and props["turns"] == "3"
+    assert set(props) >= {"tool_calls_ok", "tool_calls_error", "input_tokens", "cost_usd"}
