@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 import pytest
 from helpers import TASKS, write_dataset
 
-from pytest_llmtool.report.html import COLUMNS, sort_key
+from pytest_llmtool.report.html import COLUMNS, row_cells, sort_key
 
 pytest.importorskip("pytest_html")
 
@@ -146,8 +146,9 @@ def test_no_html_without_pytest_html(pytester: pytest.Pytester, dataset: Path) -
 
 def test_sort_keys_order_as_numbers_and_empty_last() -> None:
     values = [10, 9, 0.5, 1200.25, 0, None]
-    ordered = sorted(values, key=lambda v: f"<span hidden>{sort_key(v)}</span>")
-    assert ordered == [0, 0.5, 9, 10, 1200.25, None]
+    cells = {v: row_cells({"turns": v})[4] for v in values}  # as pytest-html compares them
+    assert sorted(values, key=lambda v: cells[v]) == [0, 0.5, 9, 10, 1200.25, None]
+    assert sort_key(None) == ""
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -165,3 +166,19 @@ def test_junit_xunit2_has_each_items_properties(
     assert props["model"] == "oracle" and props["category"] == "files"
     assert props["passed"] == "True" and props["score"] == "4.0" and props["turns"] == "3"
     assert set(props) >= {"tool_calls_ok", "tool_calls_error", "input_tokens", "cost_usd"}
+
+
+def test_a_backslash_in_a_task_id_does_not_break_the_report(pytester: pytest.Pytester) -> None:
+    """pytest-html reads a node id as unicode escapes to name an extra; `a\\x` would crash
+    the session, so such an item keeps its row and cells, without its sections."""
+    task = {
+        "id": "a\\x",
+        "category": "c",
+        "prompt": "p",
+        "expectations": [{"check": "exit_code:-1"}],
+    }
+    write_dataset(pytester, [task, TASKS[1]])
+    tests = run_html(pytester, "--llm-model=nop", status=1)["tests"]
+    odd = tests["data.jsonl::a\\x[nop]"][0]
+    assert odd["result"] == "Passed" and odd["extras"] == [] and odd["llm_model"] == "nop"
+    assert tests["data.jsonl::beta[nop]"][0]["extras"]

@@ -42,6 +42,7 @@ COLUMNS = [
     ("llm_cost", "Cost"),
     ("llm_trial", "Trial"),
 ]
+NUMERIC = {"llm_score", "llm_turns", "llm_calls", "llm_tokens", "llm_cost", "llm_trial"}
 _TEST_ID = re.compile(r'<td class="col-testId">(.*)</td>', re.DOTALL)
 NO_LOG = "No log output captured."
 FOLD_AFTER = 8  # items of a list in the summary shown before it is folded
@@ -55,7 +56,6 @@ STYLE = """<style>
 .llmtool-charts { display: flex; flex-wrap: wrap; gap: 12px; }
 .llmtool-chart { margin: 0; width: 560px; max-width: 100%; }
 .llmtool-chart svg { width: 100%; height: auto; }
-.llmtool-chart figcaption { font-weight: bold; font-size: 13px; }
 .llm-fold { margin: 4px 0; }
 .llm-fold > summary { cursor: pointer; font-weight: bold; }
 .llmtool-item pre { white-space: pre-wrap; word-break: break-word; max-height: 24em;
@@ -76,14 +76,24 @@ def sort_key(value: float | int | None) -> str:
 
 
 def _cell(key: str, shown: str, order: float | int | None = None) -> str:
-    hidden = f"<span hidden>{sort_key(order)}</span>" if order is not None else ""
+    hidden = f"<span hidden>{sort_key(order)}</span>" if key in NUMERIC else ""
     return f'<td class="col-{key}">{hidden}{esc(shown)}</td>'
+
+
+def _nameable(nodeid: str) -> bool:
+    """Whether pytest-html can name an extra of this item: it reads the node id as Python
+    unicode escapes, and a stray backslash (`a\\x`) would end the session with a crash."""
+    try:
+        nodeid.encode("utf-8").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def row_cells(row: dict[str, Any] | None) -> list[str]:
     """Our cells of one row of the results table; empty ones for a test that is not ours."""
     if row is None:
-        return [f'<td class="col-{key}"></td>' for key, _ in COLUMNS]
+        return [_cell(key, "") for key, _ in COLUMNS]
     ok, error = row.get("calls_ok"), row.get("calls_error")
     tokens, cost, turns = row.get("tokens"), row.get("cost_usd"), row.get("turns")
     return [
@@ -118,6 +128,7 @@ class HtmlItems:
             result = item.result
             if report.when == "call" and result is not None:
                 row.update(item.kind.columns(result)._asdict())
+            if report.when == "call" and result is not None and _nameable(report.nodeid):
                 sections = "".join(item.kind.html_details(result))
                 extra = {"name": "llmtool", "format_type": "html", "extension": "html"}
                 extra |= {"content": f'<div class="llmtool-item">{sections}</div>'}
