@@ -10,6 +10,24 @@ from fake_llm_server import FakeLLMServer
 from helpers import NOTE_TOOL, RUBRIC, SERVER_KEY, TASKS, write_dataset
 
 
+def _draw_once() -> None:
+    """Load what a chart needs before any test: pytester drops the modules an in-process run
+    imported, and numpy's C core cannot be imported a second time in one process."""
+    try:
+        import io
+
+        import matplotlib.ticker  # noqa: F401
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    figure = Figure()
+    figure.add_subplot().boxplot([[1.0, 2.0]])
+    figure.savefig(io.StringIO(), format="svg")
+
+
+_draw_once()
+
+
 @pytest.fixture
 def dataset(pytester: pytest.Pytester) -> Path:
     """`data.jsonl` holding `TASKS`, in the pytester directory."""

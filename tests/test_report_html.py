@@ -182,3 +182,19 @@ def test_a_backslash_in_a_task_id_does_not_break_the_report(pytester: pytest.Pyt
     odd = tests["data.jsonl::a\\x[nop]"][0]
     assert odd["result"] == "Passed" and odd["extras"] == [] and odd["llm_model"] == "nop"
     assert tests["data.jsonl::beta[nop]"][0]["extras"]
+
+
+def test_a_chart_that_cannot_be_drawn_costs_nothing_else(
+    pytester: pytest.Pytester, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+
+    def broken(report: Any) -> list[Any]:
+        raise ValueError("no such font")
+
+    monkeypatch.setattr("pytest_llmtool.report.charts.charts", broken)
+    tests = run_html(pytester, "--llm-report=out")["tests"]
+    assert tests["data.jsonl::alpha[oracle]"][0]["extras"]
+    said = "charts could not be drawn: ValueError: no such font"
+    assert said in summary_markup(pytester.path / "report.html")
+    assert said in (pytester.path / "out" / "report.md").read_text()

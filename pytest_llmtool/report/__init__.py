@@ -82,10 +82,11 @@ class MarkdownWriter(Writer):
     ) -> list[Path]:
         if directory is None:
             return []
-        from pytest_llmtool.report.charts import charts
+        from pytest_llmtool.report.charts import charts_or_reason
 
         directory.mkdir(parents=True, exist_ok=True)
-        drawn, folder = charts(report), directory / "charts"
+        drawn, failed = charts_or_reason(report)
+        folder = directory / "charts"
         for stale in folder.glob("*.svg"):  # an earlier run's chart this run does not draw
             stale.unlink()
         if drawn:
@@ -94,5 +95,5 @@ class MarkdownWriter(Writer):
             write_atomic(folder / f"{chart.name}.svg", chart.svg)
         links = [(chart.title, f"charts/{chart.name}.svg") for chart in drawn]
         path = directory / "report.md"
-        write_atomic(path, markdown_report(report, kinds, links))
+        write_atomic(path, markdown_report(report, kinds, links, failed))
         return [path, folder] if drawn else [path]

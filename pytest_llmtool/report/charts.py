@@ -82,6 +82,15 @@ def charts(report: EvalReport) -> list[Chart]:
     return [chart for chart in drawn if chart is not None]
 
 
+def charts_or_reason(report: EvalReport) -> tuple[list[Chart], str | None]:
+    """The charts, or none and why: a chart that cannot be drawn must not cost the report
+    it sits in (the HTML page, `report.md`)."""
+    try:
+        return charts(report), None
+    except Exception as exc:  # any failure of a plotting library
+        return [], f"charts could not be drawn: {type(exc).__name__}: {exc}"
+
+
 def label(value: object) -> str:
     """A name from the data as one short line: what XML cannot hold dropped, whitespace
     collapsed, an ellipsis past `MAX_LABEL` characters, `(none)` when nothing is left."""

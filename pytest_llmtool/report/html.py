@@ -194,7 +194,9 @@ def summary_html(controller: Controller) -> str:
     assert report is not None
     parts = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']
     parts.append(_MARKDOWN.render("\n".join(metadata_lines(report.metadata))))
-    drawn = charting.charts(report)
+    drawn, failed = charting.charts_or_reason(report)
+    if failed:
+        parts.append(f"<p>{esc(failed)}</p>")
     if drawn:
         figures = "".join(
             f'<figure class="llmtool-chart" data-chart="{c.name}">{c.svg}</figure>' for c in drawn

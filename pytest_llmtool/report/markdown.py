@@ -61,12 +61,17 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def markdown_report(
-    report: EvalReport, kinds: Sequence[Kind[Any, Any]], charts: Sequence[tuple[str, str]] = ()
+    report: EvalReport,
+    kinds: Sequence[Kind[Any, Any]],
+    charts: Sequence[tuple[str, str]] = (),
+    charts_failed: str | None = None,
 ) -> str:
     """The metadata, each kind's summary sections, the errors, the charts (title, relative
-    path of an SVG written beside), then each kind's details."""
+    path of an SVG written beside, or why there are none), then each kind's details."""
     lines = ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
     lines += summary_lines(report, kinds)
+    if charts_failed:
+        lines += ["## Charts", "", text(charts_failed), ""]
     if charts:
         lines += ["## Charts", ""]
         for title, path in charts:
