@@ -1,4 +1,5 @@
-"""`llmtool`: read the run history from the command line.
+"""`llmtool`: read the run history from the command line; `llmtool gaps` replays recorded
+runs on the current bashkit and writes their gap report.
 
 `llmtool history list`, `llmtool history trend`, `llmtool history show RUN_ID`: a table by
 default, JSON with `--json` (for scripts and dashboards). Exit status 0, or 2 with a one-line
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmtool import history
+from pytest_llmtool.gaps import ReplayError
 from pytest_llmtool.report.terminal import format_table
 
 
@@ -88,6 +90,36 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
     return run, lines
 
 
+def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The gap report of recorded runs and their replay on the current bashkit, written
+    to `--out` (gaps.json, gaps.md); the top of it printed."""
+    from pytest_llmtool.gaps_replay import recorded_gaps
+    from pytest_llmtool.report import gaps as pages
+
+    report = recorded_gaps(args.reports, args.dataset, run_replay=not args.no_replay)
+    paths = pages.write(report, args.out)
+    lines = [pages.terminal_line(report, paths)]
+    if report.gaps:
+        rows = [
+            [pages.plain(g.key), str(g.calls), str(g.task_count)] for g in report.gaps[: args.top]
+        ]
+        lines += ["", *format_table(["Gap", "Calls", "Tasks"], rows)]
+    replay = report.replay
+    if replay is not None and replay.gaps:
+        rows = [
+            [pages.plain(g.key), str(g.then), str(g.now), g.status] for g in replay.gaps[: args.top]
+        ]
+        lines += [
+            "",
+            f"replayed {replay.attempts} task attempts ({replay.calls} calls) on bashkit "
+            f"{replay.bashkit_now}; tasks looked up by {pages.plain(replay.dataset_rule)}",
+            *format_table(["Gap", "Then", "Now", "Status"], rows),
+        ]
+    if replay is not None and replay.not_replayed:
+        lines += ["", f"not replayed: {len(replay.not_replayed)} attempts (see gaps.md)"]
+    return report.model_dump(mode="json"), lines
+
+
 def _run_ref(text: str) -> str:
     if text != "last" and not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a run id or 'last', got {text!r}")
@@ -103,7 +135,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"the history database (default: {history.DEFAULT_PATH})",
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    top = argparse.ArgumentParser(prog="llmtool", description="pytest-llmtool's run history")
+    top = argparse.ArgumentParser(
+        prog="llmtool", description="pytest-llmtool's run history and gap reports"
+    )
     commands = top.add_subparsers(dest="command", required=True)
     hist = commands.add_parser("history", help="runs recorded by --llm-history")
     actions = hist.add_subparsers(dest="action", required=True)
@@ -124,6 +158,36 @@ def parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", parents=[common], help="one run and its items")
     show.add_argument("run", type=_run_ref, metavar="RUN_ID", help="a run id, or 'last'")
     show.set_defaults(handler=_show)
+    gaps = commands.add_parser(
+        "gaps",
+        help="the gap report of recorded runs, replayed on the current bashkit sandbox",
+    )
+    gaps.add_argument(
+        "reports",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="report.json files, --llm-report directories, or bashkit-eval result files",
+    )
+    gaps.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="write gaps.json and gaps.md here"
+    )
+    gaps.add_argument(
+        "--dataset",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="where the recorded tasks are (a dataset file or a directory; repeatable); "
+        "default: the node id's path relative to the current directory, then to the "
+        "report's directory and its parents",
+    )
+    gaps.add_argument("--no-replay", action="store_true", help="classify the recorded calls only")
+    gaps.add_argument(
+        "--top", type=int, default=10, metavar="N", help="rows printed per table (default 10)"
+    )
+    gaps.add_argument("--json", action="store_true", help="print gaps.json instead of tables")
+    gaps.set_defaults(handler=_gaps)
     return top
 
 
@@ -131,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         data, lines = args.handler(args)
-    except history.HistoryError as exc:
+    except (history.HistoryError, ReplayError) as exc:
         print(f"llmtool: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(data, indent=2) if args.json else "\n".join(lines))

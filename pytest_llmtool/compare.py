@@ -1,6 +1,7 @@
 """Models side by side: paired comparisons, and seed 000's cross-model diagnostics.
 
-Two models (or two guidance documents) that ran the same tasks are compared task by task:
+Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks)
+that ran the same tasks are compared task by task:
 pairing removes the between-task variance, which is most of it (`stats.paired_difference`),
 and McNemar's exact test reads the tasks that flipped. A verdict names a winner only when
 both say so at 5%: the t interval alone can claim too much on a few tasks (five tasks that
@@ -21,6 +22,7 @@ from typing import Literal
 from pytest_llmtool import stats
 from pytest_llmtool.intervals import difference
 from pytest_llmtool.records import (
+    TOOL_MODES,
     Comparison,
     Diagnostics,
     EvalReport,
@@ -46,7 +48,7 @@ class Attempt:
     score: float
 
 
-Subject = Literal["model", "guidance"]
+Subject = Literal["model", "guidance", "tool_mode"]
 # side -> unit -> that side's attempts at the unit
 Sides = dict[str, dict[str, list[Attempt]]]
 
@@ -63,9 +65,31 @@ def _gates(result: ScenarioResult) -> float:
     return ev.gates_passed / ev.gates_total if ev.gates_total else float(result.passed)
 
 
+def _mode(result: TaskResult) -> str | None:
+    return result.scripting.mode if result.scripting is not None else None
+
+
 def bash_attempts(results: Iterable[TaskResult]) -> list[Attempt]:
-    """Bash tasks, by model: a task's score is its weighted check score."""
-    return [Attempt(task_of(r.nodeid), r.model, r.passed, r.score.rate()) for r in results]
+    """Bash tasks, by model: a task's score is its weighted check score. A scripting-tool
+    task is one unit per tool mode, so models pair scripted with scripted."""
+    return [
+        Attempt(
+            task_of(r.nodeid) + (f"[{mode}]" if (mode := _mode(r)) else ""),
+            r.model,
+            r.passed,
+            r.score.rate(),
+        )
+        for r in results
+    ]
+
+
+def tool_mode_attempts(results: Iterable[TaskResult], model: str) -> list[Attempt]:
+    """One model's scripting-tool tasks, by tool mode."""
+    return [
+        Attempt(task_of(r.nodeid), mode, r.passed, r.score.rate())
+        for r in results
+        if r.model == model and (mode := _mode(r)) is not None
+    ]
 
 
 def scenario_attempts(results: Iterable[ScenarioResult]) -> list[Attempt]:
@@ -169,7 +193,8 @@ def _models(report: EvalReport, attempts: Iterable[Attempt]) -> list[str]:
 
 
 def comparisons(report: EvalReport) -> list[Comparison]:
-    """Every pair of models per kind, then every pair of guidance documents per model."""
+    """Every pair of models per kind, then every pair of guidance documents per model, then
+    each model's scripted against baseline mode."""
     found: list[Comparison] = []
     for kind, attempts in (
         ("bash", bash_attempts(report.results)),
@@ -184,6 +209,10 @@ def comparisons(report: EvalReport) -> list[Comparison]:
             if r.model == model
         )
         found += _pairs("scenario", "guidance", sides, sorted(sides), model)
+    scripting = [r for r in report.results if r.scripting is not None]
+    for model in _models(report, bash_attempts(scripting)):
+        sides = by_side(tool_mode_attempts(scripting, model))
+        found += _pairs("bash", "tool_mode", sides, TOOL_MODES, model)
     return found
 
 

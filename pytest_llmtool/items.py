@@ -46,7 +46,7 @@ class LlmFile(pytest.File):
                 )
                 continue
             markers = kind.markers(work, state, self.config)
-            task_id, labels = kind.task_id(work), kind.labels(work)
+            task_id, labels = kind.task_id(work), kind.labels(work, state)
             for model in state.models:
                 skip = kind.skip_reason(work, model, state)
                 for label, detail in labels:

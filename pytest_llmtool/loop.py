@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
@@ -19,10 +20,15 @@ from pytest_llmtool.records import (
     LLMCallMetrics,
     Message,
     TextBlock,
+    ToolCallResult,
     ToolResultBlock,
     ToolUseBlock,
 )
 from pytest_llmtool.sandbox import Sandbox
+
+# Runs one tool call in place of `sandbox.run(commands)`: for tools other than bash (a
+# scripting-tool task's mock tools).
+ToolRunner = Callable[[ToolUseBlock], Awaitable[ToolCallResult]]
 
 
 def format_tool_output(stdout: str, stderr: str, exit_code: int) -> str:
@@ -102,9 +108,11 @@ async def run_agent_loop(
     price: Price | None = None,
     deadline: float | None = None,
     budget: Budget | None = None,
+    run_tool: ToolRunner | None = None,
 ) -> AgentTrace:
     """Run the conversation; with a `deadline` (monotonic seconds) no turn starts after it and
-    a model call still running at it is abandoned, leaving `timed_out` set.
+    a model call still running at it is abandoned, leaving `timed_out` set. Each tool call runs
+    its `commands` in the sandbox, or goes to `run_tool` when one is given.
 
     An abandoned call is the model's lost time only when the model was answering: if the
     provider was failing (retries in progress) or never answered a single call, the run says
@@ -148,7 +156,10 @@ async def run_agent_loop(
                 break
             results: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
             for call in tool_uses:
-                outcome = await sandbox.run(_commands(call))
+                if run_tool is None:
+                    outcome = await sandbox.run(_commands(call))
+                else:
+                    outcome = await run_tool(call)
                 trace.tool_calls.append(outcome)
                 results.append(
                     ToolResultBlock(

@@ -23,6 +23,7 @@ from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.optimization.kind import OptimizationKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 from pytest_llmtool.report import JsonWriter, MarkdownWriter, TerminalWriter, Writer
+from pytest_llmtool.report.gaps import GapsWriter
 from pytest_llmtool.resume import install as install_resume
 from pytest_llmtool.roles import KINDS_KEY, SPEND_DIR_KEY, WRITERS_KEY, Controller, Runner
 from pytest_llmtool.settings import Settings, add_options
@@ -45,12 +46,26 @@ def pytest_llmtool_kinds(config: pytest.Config) -> list[Kind[Any, Any]]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
-    history = config.stash[STATE_KEY].settings.history
+    settings = config.stash[STATE_KEY].settings
+    history = settings.history
+    gaps = (
+        [
+            GapsWriter(
+                settings.gaps,
+                settings.gaps_from,
+                # Recorded node ids name datasets relative to the rootdir.
+                bases=[config.rootpath, config.invocation_params.dir],
+            )
+        ]
+        if settings.gaps is not None
+        else []
+    )
     return [
         TerminalWriter(),
         JsonWriter(),
         MarkdownWriter(),
         *([HistoryWriter(history)] if history is not None else []),
+        *gaps,
     ]
 
 

@@ -347,6 +347,58 @@ class TaskScore(BaseModel):
         return [r for r in self.results if not r.passed]
 
 
+# The two ways bashkit-eval runs a scripting-tool task (one with mock `tools`): `scripted`,
+# the mock tools are commands in the bash sandbox; `baseline`, each is its own model tool.
+ToolMode = Literal["scripted", "baseline"]
+TOOL_MODES: tuple[ToolMode, ...] = ("scripted", "baseline")
+
+
+class InnerCommand(BaseModel):
+    """One command of a scripting-tool run that bashkit traces (its `ScriptedCommandInvocation`):
+    a mock tool (`tool`), `help` or a tool's `--help` (`help`), or `discover`. `call` is the
+    index in `trace.tool_calls` of the model's tool call that ran it. Other commands of a
+    script (`jq`, `echo`) are not traced, as upstream."""
+
+    call: int
+    name: str
+    kind: Literal["tool", "help", "discover"]
+    args: list[str] = Field(default_factory=list)
+    exit_code: int
+
+
+class ScriptingMetrics(BaseModel):
+    """What bashkit-eval records of a scripting-tool run beyond a bash task's trace (its
+    `ScriptingTrace` and the metrics its mira study keeps): the mode, the traced inner commands
+    and their counts by kind, and the bytes of tool output (raw stdout + stderr, and the text
+    sent back to the model). In baseline mode every model tool call is one `tool` command."""
+
+    mode: ToolMode
+    discovery: bool = False
+    invocations: list[InnerCommand] = Field(default_factory=list)
+    raw_tool_output_bytes: int = 0
+    tool_output_sent_bytes: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def inner_commands(self) -> int:
+        return len(self.invocations)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def inner_tool(self) -> int:
+        return sum(1 for i in self.invocations if i.kind == "tool")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def inner_help(self) -> int:
+        return sum(1 for i in self.invocations if i.kind == "help")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def inner_discover(self) -> int:
+        return sum(1 for i in self.invocations if i.kind == "discover")
+
+
 class TaskResult(ItemResult):
     """One bash task item's outcome: which task, how it scored and what the agent did."""
 
@@ -354,6 +406,8 @@ class TaskResult(ItemResult):
     category: str
     score: TaskScore
     trace: AgentTrace
+    # Scripting-tool tasks only: the mode and what upstream records of such a run.
+    scripting: ScriptingMetrics | None = None
 
     @property
     def passed(self) -> bool:
@@ -469,6 +523,35 @@ class EvalSummary(BaseModel):
             self.total_cost_usd = (self.total_cost_usd or 0.0) + spent.cost_usd
 
 
+class ToolModeSummary(BaseModel):
+    """One model's scripting-tool items in one tool mode (`--llm-tool-mode`), over the items
+    scored (errored ones are counted in `errors` only). Averages are per item; `mock_calls`
+    sums the traced mock tool commands (`inner_tool`: in scripted mode a script may call
+    several, in baseline mode each model tool call is one)."""
+
+    tasks: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    pass_rate_ci: Interval | None = None
+    overall_rate: float = 0.0
+    total_turns: int = 0
+    avg_turns: float = 0.0
+    total_tool_calls: int = 0
+    tool_calls_ok: int = 0
+    avg_tool_calls: float = 0.0
+    mock_calls: int = 0
+    help_calls: int = 0
+    discover_calls: int = 0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    avg_tokens: float = 0.0
+    raw_tool_output_bytes: int = 0
+    tool_output_sent_bytes: int = 0
+    natural_stops: int = 0
+    total_cost_usd: float | None = None
+    errors: int = 0
+
+
 class ScenarioSummary(BaseModel):
     """Scenario outcomes of one model: passes, gates, judge and mean interaction metrics."""
 
@@ -520,7 +603,8 @@ class TrialSummary(BaseModel):
 
 class Comparison(BaseModel):
     """A paired comparison of `a` and `b` over the tasks both ran (`compare.py`): two models,
-    or two guidance documents of one model's scenarios.
+    two guidance documents of one model's scenarios, or the two tool modes (`scripted`,
+    `baseline`) of one model's scripting-tool tasks.
 
     Per task, attempts are averaged (pass rate, score: the weighted check score of a bash
     task, the gates-passed ratio of a scenario); differences are `a - b`. McNemar counts a
@@ -529,7 +613,7 @@ class Comparison(BaseModel):
     interval excludes 0 and McNemar's p < 0.05 agree."""
 
     kind: str
-    subject: Literal["model", "guidance"]
+    subject: Literal["model", "guidance", "tool_mode"]
     a: str
     b: str
     model: str | None = None
@@ -815,6 +899,9 @@ class EvalReport(BaseModel):
     summary: EvalSummary = Field(default_factory=EvalSummary)
     by_model: dict[str, EvalSummary] = Field(default_factory=dict)
     results: list[TaskResult] = Field(default_factory=list)
+    # Scripting-tool tasks: model -> tool mode -> its items' numbers; the paired scripted
+    # against baseline comparison of each model is in `comparisons` (subject `tool_mode`).
+    tool_modes: dict[str, dict[str, ToolModeSummary]] = Field(default_factory=dict)
     errors: list[ErrorRecord] = Field(default_factory=list)
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)

@@ -16,6 +16,7 @@ from pytest_llmtool.agents.base import UnknownModel
 from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
+from pytest_llmtool.records import TOOL_MODES, ToolMode
 from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
 
 
@@ -47,6 +48,20 @@ OPTIONS = (
         "attempts per task and model, each its own item in its own sandbox (pass@k, flakiness)",
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
+    OptionDef(
+        "llm_gaps",
+        "DIR",
+        "",
+        "write the gap report into DIR (gaps.json, gaps.md): every failed tool call, "
+        "classified, grouped and ranked",
+    ),
+    OptionDef(
+        "llm_gaps_from",
+        "PATHS",
+        "",
+        "with --llm-gaps: replay these recorded runs (report.json files or --llm-report "
+        "directories) on the current sandbox and show each gap's calls then and now",
+    ),
     OptionDef(
         "llm_history",
         "PATH",
@@ -145,6 +160,14 @@ OPTIONS = (
         "*.jsonl",
         "file-name patterns of JSONL files that may be datasets; a matching file is "
         "collected only if one of its first lines is a task object (with id and prompt)",
+    ),
+    OptionDef(
+        "llm_tool_mode",
+        "MODES",
+        "scripted",
+        "how scripting-tool tasks (with mock `tools`) run: scripted (the mock tools are "
+        "commands in the bash sandbox), baseline (each is its own model tool), or "
+        "'scripted,baseline' to run and compare both",
     ),
     OptionDef(
         "llm_resume",
@@ -260,6 +283,29 @@ def _flag(config: pytest.Config, name: str) -> bool:
     return text in ("true", "1", "yes", "on")
 
 
+def _tool_modes(config: pytest.Config) -> tuple[ToolMode, ...]:
+    names = _split(_raw(config, "llm_tool_mode")[0])
+    unknown = [n for n in names if n not in TOOL_MODES]
+    if not names or unknown:
+        got = f"got {unknown[0]!r}" if unknown else "got none"
+        raise pytest.UsageError(
+            f"--llm-tool-mode: expected scripted, baseline or both (comma-separated), {got}"
+        )
+    if len(set(names)) != len(names):
+        raise pytest.UsageError(f"--llm-tool-mode: a mode is named twice in {names}")
+    return tuple(m for m in TOOL_MODES if m in names)
+
+
+def _gaps_from(config: pytest.Config, gaps: Path | None) -> tuple[Path, ...]:
+    """--llm-gaps-from: recorded runs, relative like every path option; needs --llm-gaps."""
+    text, from_cli = _raw(config, "llm_gaps_from")
+    base = config.invocation_params.dir if from_cli else config.rootpath
+    paths = tuple(base / part for part in _split(text))
+    if paths and gaps is None:
+        raise pytest.UsageError("--llm-gaps-from needs --llm-gaps=DIR (where the report goes)")
+    return paths
+
+
 def _resume(config: pytest.Config) -> Path | bool:
     text = _raw(config, "llm_resume")[0].strip()
     if text.lower() in ("", "false", "0", "no", "off"):
@@ -295,6 +341,11 @@ class Settings:
     fail_on_regression: bool = False
     # --llm-resume: False, True (the journal this run would write) or a report directory.
     resume: Path | bool = False
+    # --llm-gaps: where the gap report goes; --llm-gaps-from: recorded runs to replay.
+    gaps: Path | None = None
+    gaps_from: tuple[Path, ...] = ()
+    # --llm-tool-mode: the modes scripting-tool tasks run in, each its own item.
+    tool_modes: tuple[ToolMode, ...] = ("scripted",)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -397,4 +448,7 @@ class Settings:
             baseline=_baseline(config),
             fail_on_regression=_flag(config, "llm_fail_on_regression"),
             resume=_resume(config),
+            gaps=_path(config, "llm_gaps"),
+            gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
+            tool_modes=_tool_modes(config),
         )

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-__all__ = ["FakeLLMServer", "Fault", "Protocol", "RecordedRequest", "Turn"]
+__all__ = ["FakeLLMServer", "Fault", "Protocol", "RecordedRequest", "ToolCall", "Turn"]
 
 Protocol = Literal["anthropic", "chat", "responses"]
 
@@ -47,18 +47,27 @@ _TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks mus
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A scripted call of the tool named ``name`` (it must be one the request declares)."""
+
+    name: str
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Turn:
     """One scripted model reply.
 
-    Each entry of ``tool_calls`` becomes one call of the request's first tool with the input
-    ``{"commands": <entry>}``. Token counts are reported verbatim in the protocol's usage fields
-    (no arithmetic: Anthropic ``input_tokens`` and OpenAI ``prompt_tokens``/``input_tokens`` are
-    both ``input_tokens``). ``cache_write_tokens`` also fills OpenAI's ``cache_write_tokens``
-    usage fields (the installed openai SDK has them); leave it 0 in OpenAI scripts to mimic a
-    service that reports none.
+    Each string of ``tool_calls`` becomes one call of the request's first tool with the input
+    ``{"commands": <entry>}``; a ``ToolCall`` calls the tool it names with its input. Token
+    counts are reported verbatim in the protocol's usage fields (no arithmetic: Anthropic
+    ``input_tokens`` and OpenAI ``prompt_tokens``/``input_tokens`` are both ``input_tokens``).
+    ``cache_write_tokens`` also fills OpenAI's ``cache_write_tokens`` usage fields (the
+    installed openai SDK has them); leave it 0 in OpenAI scripts to mimic a service that
+    reports none.
     """
 
-    tool_calls: Sequence[str] = ()
+    tool_calls: Sequence[str | ToolCall] = ()
     text: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
@@ -231,6 +240,17 @@ def _fault_error(protocol: Protocol, fault: Fault) -> _Reject:
 
 
 # --------------------------------------------------------------------------- shared helpers
+
+
+def _call(entry: str | ToolCall, tool_names: list[str]) -> tuple[str, dict[str, Any]]:
+    """A scripted tool call's name and input."""
+    if isinstance(entry, str):
+        return tool_names[0], {"commands": entry}
+    if entry.name not in tool_names:
+        raise _Reject(
+            f"the scripted turn calls {entry.name!r}, a tool the request does not declare"
+        )
+    return entry.name, dict(entry.input)
 
 
 def _require_object(body: Any) -> dict[str, Any]:
@@ -496,14 +516,10 @@ class FakeLLMServer:
         content: list[dict[str, Any]] = []
         if turn.text:
             content.append({"type": "text", "text": turn.text})
-        for command in turn.tool_calls:
+        for entry in turn.tool_calls:
+            name, arguments = _call(entry, tool_names)
             content.append(
-                {
-                    "type": "tool_use",
-                    "id": _rand("toolu_01"),
-                    "name": tool_names[0],
-                    "input": {"commands": command},
-                }
+                {"type": "tool_use", "id": _rand("toolu_01"), "name": name, "input": arguments}
             )
         if turn.stop_reason is None:
             stop_reason = "tool_use" if turn.tool_calls else "end_turn"
@@ -547,9 +563,9 @@ class FakeLLMServer:
             {
                 "id": _rand("call_"),
                 "type": "function",
-                "function": {"name": tool_names[0], "arguments": json.dumps({"commands": cmd})},
+                "function": {"name": name, "arguments": json.dumps(arguments)},
             }
-            for cmd in turn.tool_calls
+            for name, arguments in (_call(entry, tool_names) for entry in turn.tool_calls)
         ]
         if turn.stop_reason is None:
             finish_reason = "tool_calls" if tool_calls else "stop"
@@ -646,14 +662,15 @@ class FakeLLMServer:
                     ],
                 }
             )
-        for command in turn.tool_calls:
+        for entry in turn.tool_calls:
+            name, arguments = _call(entry, tool_names)
             output.append(
                 {
                     "type": "function_call",
                     "id": _rand("fc_", 32),
                     "call_id": _rand("call_"),
-                    "name": tool_names[0],
-                    "arguments": json.dumps({"commands": command}),
+                    "name": name,
+                    "arguments": json.dumps(arguments),
                     "status": "completed",
                 }
             )

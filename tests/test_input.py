@@ -224,7 +224,15 @@ def test_quotes_and_colons_inside_values_are_not_mistaken_for_keys(tmp_path: Pat
         prompt='Run `echo "a": "b"` and print \\":',
         files={"/f": 'k" : v'},
         expectations=[{"check": 'stdout_contains:"a":'}],
-        tools=[{"name": "t", "schema": {"type": "object", "note": '"x":'}}],
+        tools=[
+            {
+                "name": "t",
+                "description": 'says "x":',
+                "schema": {"type": "object", "note": '"x":'},
+                "mock": '{"k": "v"}',
+            }
+        ],
+        solution=None,
     )
     [(_, entry)] = loaded(tmp_path, text)
     assert isinstance(entry, Task)

@@ -168,6 +168,6 @@ def test_the_built_in_kinds_are_unaffected(pytester: pytest.Pytester, toy: Path)
 
 def test_the_built_in_kinds_claim_distinct_report_fields() -> None:
     bash, scenario = BashKind.report_keys, ScenarioKind.report_keys
-    assert bash == {"summary", "by_model", "results"}
+    assert bash == {"summary", "by_model", "results", "tool_modes"}
     assert scenario == {"scenarios", "scenario_summary"}
     assert bash | scenario <= set(EvalReport.model_fields)

@@ -123,6 +123,7 @@ def test_report_json_carries_the_documented_fields(
         "summary",
         "by_model",
         "results",
+        "tool_modes",
         "errors",
         "scenarios",
         "scenario_summary",
@@ -142,6 +143,7 @@ def test_report_json_carries_the_documented_fields(
     assert alpha["model"] == "oracle"
     assert alpha["category"] == "files"
     assert alpha["nodeid"] == "data.jsonl::alpha[oracle]"
+    assert alpha["scripting"] is None  # a bash task; scripting-tool ones: test_scripting.py
     assert [c["check"] for c in alpha["score"]["results"]] == [
         "exit_code:0",
         "file_exists:/out/b.txt",
@@ -231,12 +233,16 @@ def test_last_failed_reruns_only_the_failures(pytester: pytest.Pytester, dataset
     result.stdout.no_fnmatch_line("*not in selected tests*")
 
 
-def test_scripting_tool_tasks_are_skipped_with_a_reason(pytester: pytest.Pytester) -> None:
+def test_scripting_tool_tasks_run_scripted_by_default(pytester: pytest.Pytester) -> None:
     tool = {"name": "get", "description": "d", "schema": {}, "tags": [], "category": "c"}
-    write_dataset(pytester, [{**TASKS[1], "tools": [{**tool, "mock": "{}"}]}, TASKS[0]])
-    result = pytester.runpytest("-rs")
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*scripting-tool task (has `tools`)*not supported yet*"])
+    solution = {"scripted": "get", "baseline": [{"tool": "get"}]}
+    tooled = {**TASKS[1], "tools": [{**tool, "mock": "hello"}], "solution": solution}
+    write_dataset(pytester, [tooled, TASKS[0]])
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*::beta[[]oracle-scripted[]] PASSED*", "*::alpha[[]oracle[]] PASSED*"]
+    )
 
 
 def test_other_jsonl_files_are_not_collected(pytester: pytest.Pytester) -> None:

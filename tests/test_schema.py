@@ -65,25 +65,33 @@ def _closed_valid(pytester: pytest.Pytester) -> dict[str, Any]:
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[str]) -> None:
     shutil.copytree(EXAMPLES, pytester.path / "examples", symlinks=True)
-    result = pytester.runpytest("examples", "--llm-model=oracle,nop", "--llm-report=out", *workers)
-    # 47 bash tasks, 5 scenario items (one scenario compares two guidance files) and 3
-    # optimization tasks, each once per model: the oracle replays every reference solution,
-    # nop does nothing (its speedup stays below the tasks' min_speedup of 1.5).
-    result.assert_outcomes(passed=55, failed=55)
+    result = pytester.runpytest(
+        "examples",
+        "--llm-model=oracle,nop",
+        "--llm-tool-mode=scripted,baseline",
+        "--llm-report=out",
+        *workers,
+    )
+    # 47 bash tasks, 4 scripting-tool tasks in 2 tool modes, 5 scenario items (one scenario
+    # compares two guidance files) and 3 optimization tasks, each once per model: the oracle
+    # replays every reference solution, nop does nothing (its speedup stays below the tasks'
+    # min_speedup of 1.5).
+    result.assert_outcomes(passed=63, failed=63)
     report = _closed_valid(pytester)
     counts = (len(report["results"]), len(report["scenarios"]), len(report["optimization_results"]))
-    assert (counts, report["errors"]) == ((94, 10, 6), [])
+    assert (counts, report["errors"]) == ((110, 10, 6), [])
+    assert set(report["tool_modes"]) == {"oracle", "nop"}
 
 
 @pytest.mark.skipif(not UPSTREAM.is_dir(), reason="../shared is not present")
 def test_the_upstream_datasets_report_validates(pytester: pytest.Pytester) -> None:
     shutil.copytree(UPSTREAM, pytester.path / "bashkit-eval")
     result = pytester.runpytest("bashkit-eval", "--llm-model=oracle,nop", "--llm-report=out")
-    # 61 tasks (58 + 3) have no solution: the oracle skips them and nop fails them; the 14
-    # scripting-tool tasks are skipped for both models.
-    result.assert_outcomes(failed=61, skipped=61 + 2 * 14)
+    # 75 tasks (58 + 3 bash, 14 scripting-tool ones in the default scripted mode) have no
+    # solution: the oracle skips them and nop fails them.
+    result.assert_outcomes(failed=75, skipped=75)
     report = _closed_valid(pytester)
-    assert (len(report["results"]), report["errors"]) == (61, [])
+    assert (len(report["results"]), report["errors"]) == (75, [])
 
 
 def test_a_scenario_report_with_errors_and_guidance_validates(

@@ -6,10 +6,11 @@ only caller. A `ModelSpec` is what `--llm-model` names: it builds one agent per 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_llmtool.pricing import Price
 from pytest_llmtool.records import Message, Usage
@@ -45,6 +46,20 @@ class Agent(Protocol):
     async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
+class ToolStep(BaseModel):
+    """A solution step that calls the tool named `tool` with `input` (a scripting-tool task's
+    baseline mode calls its mock tools so); a plain string step is the `commands` of a call of
+    the first tool (`bash`, or a scripting-tool task's script tool)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+SolutionStep = str | ToolStep
+
+
 class Work(Protocol):
     """What an agent is set to: a bash task or a scenario (`solution` feeds the oracle)."""
 
@@ -52,7 +67,7 @@ class Work(Protocol):
     def id(self) -> str: ...
 
     @property
-    def solution(self) -> list[str] | None: ...
+    def solution(self) -> Sequence[SolutionStep] | None: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +76,7 @@ class NamedWork:
     each is filed under its own id in recordings."""
 
     id: str
-    solution: list[str] | None = None
+    solution: Sequence[SolutionStep] | None = None
 
 
 class ModelSpec(Protocol):

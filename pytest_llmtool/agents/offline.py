@@ -8,25 +8,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, Work
+from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, SolutionStep, Work
 from pytest_llmtool.pricing import Price
 from pytest_llmtool.records import Message, TextBlock, ToolUseBlock
 
 
 @dataclass(frozen=True)
 class OracleAgent:
-    """Sends one solution step per turn as a `bash` tool call, then stops."""
+    """Sends one solution step per turn as a tool call, then stops: a string as the `commands`
+    of the first tool (`bash`), a `ToolStep` as a call of the tool it names."""
 
-    solution: tuple[str, ...]
+    solution: tuple[SolutionStep, ...]
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         step = sum(1 for m in request.messages if m.role == "assistant")
         if step >= len(self.solution):
             done = Message(role="assistant", content=[TextBlock(text="Done.")])
             return ChatResponse(message=done, stop=True)
-        call = ToolUseBlock(
-            id=f"oracle_{step}", name=request.tools[0].name, input={"commands": self.solution[step]}
-        )
+        given = self.solution[step]
+        if isinstance(given, str):
+            name, arguments = request.tools[0].name, {"commands": given}
+        else:
+            name, arguments = given.tool, dict(given.input)
+        call = ToolUseBlock(id=f"oracle_{step}", name=name, input=arguments)
         return ChatResponse(message=Message(role="assistant", content=[call]), stop=False)
 
 

@@ -86,8 +86,9 @@ class Kind(ABC, Generic[W, R]):
     @abstractmethod
     def category(self, work: W) -> str: ...
 
-    def labels(self, work: W) -> list[tuple[str, Any]]:
-        """The kind's own variants of a task: (name suffix, detail); one plain one by default."""
+    def labels(self, work: W, state: RunState) -> list[tuple[str, Any]]:
+        """The kind's own variants of a task: (name suffix, detail); one plain one by default.
+        The detail reaches `run` as `item.variant.detail`."""
         return [("", None)]
 
     def markers(

@@ -27,7 +27,9 @@ def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     ]
     rows = [
         [
-            c.kind if c.subject == "model" else f"{c.kind} guidance",
+            {"model": c.kind, "guidance": f"{c.kind} guidance"}.get(
+                c.subject, f"{c.kind} tool mode"
+            ),
             _compared(c),
             str(c.tasks),
             f"{c.a_pass_rate:.0%}/{c.b_pass_rate:.0%}",

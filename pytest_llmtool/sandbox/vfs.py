@@ -9,9 +9,10 @@ session cap, and restore Standard's per-call limits explicitly. Network stays of
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from functools import cache
 
-from bashkit import Bash, BashTool, ExecutionProfile
+from bashkit import Bash, BashTool, BuiltinContext, BuiltinResult, ExecutionProfile
 
 from pytest_llmtool.agents.base import ToolSpec
 from pytest_llmtool.records import ToolCallResult
@@ -38,10 +39,18 @@ def bash_tool() -> tuple[ToolSpec, str]:
 
 
 class VfsSandbox:
-    """Created lazily: a run that never calls a tool and checks no file needs no interpreter."""
+    """Created lazily: a run that never calls a tool and checks no file needs no interpreter.
 
-    def __init__(self, files: dict[str, str]) -> None:
+    `builtins` adds commands answered by Python callbacks (bashkit's `custom_builtins`): a
+    scripting-tool task's mock tools."""
+
+    def __init__(
+        self,
+        files: dict[str, str],
+        builtins: Mapping[str, Callable[[BuiltinContext], BuiltinResult]] | None = None,
+    ) -> None:
         self._files = files
+        self._builtins = dict(builtins) if builtins else None
         self._instance: Bash | None = None
 
     @property
@@ -56,6 +65,7 @@ class VfsSandbox:
                     max_commands=MAX_COMMANDS,
                     max_loop_iterations=MAX_LOOP_ITERATIONS,
                     timeout_seconds=CALL_TIMEOUT_SECONDS,
+                    custom_builtins=self._builtins,
                 )
             except Exception as exc:
                 raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc

@@ -3,7 +3,9 @@
 The path of one task: `load.py` validates the line into a `Task`; `run` gives a fresh
 `VfsSandbox` to the agent loop, then `checks.py` scores the trace and the sandbox's files into
 a `TaskScore`; the `TaskResult` travels to the controller, where `summary.py` aggregates it
-and `report.py` lays it out.
+and `report.py` lays it out. A scripting-tool task (one with mock `tools`) is one item per
+`--llm-tool-mode`, its tools and sandbox set up by `scripting.py` (the mocks: `mocks.py`), and
+its modes compared per model by `tool_modes.py`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool.agents import ModelSpec
-from pytest_llmtool.agents.base import NamedWork
+from pytest_llmtool.agents.base import NamedWork, ToolSpec
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
+from pytest_llmtool.kinds.bash.scripting import ScriptingSession
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
@@ -28,6 +31,7 @@ from pytest_llmtool.records import (
     ScoreResult,
     TaskResult,
     TaskScore,
+    ToolMode,
 )
 from pytest_llmtool.report import fragments
 from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
@@ -38,7 +42,6 @@ if TYPE_CHECKING:
     from pytest_llmtool.state import RunState
 
 LLM_JUDGE_THRESHOLD = 0.5
-SCRIPTING_SKIP = "scripting-tool task (has `tools`): mock tools are not supported yet"
 
 
 def failure_message(score: TaskScore, trace_line: str) -> str:
@@ -60,7 +63,7 @@ def failure_message(score: TaskScore, trace_line: str) -> str:
 class BashKind(Kind[Task, TaskResult]):
     name = "bash"
     result_type = TaskResult
-    report_keys = frozenset({"summary", "by_model", "results"})
+    report_keys = frozenset({"summary", "by_model", "results", "tool_modes"})
 
     def recognises(self, path: Path, state: RunState) -> bool:
         patterns = state.settings.dataset_patterns
@@ -83,27 +86,41 @@ class BashKind(Kind[Task, TaskResult]):
     def category(self, work: Task) -> str:
         return work.category
 
+    def labels(self, work: Task, state: RunState) -> list[tuple[str, Any]]:
+        """A scripting-tool task runs once per `--llm-tool-mode`, named after it."""
+        if work.tools is None:
+            return [("", None)]
+        return [(mode, mode) for mode in state.settings.tool_modes]
+
     def markers(
         self, work: Task, state: RunState, config: pytest.Config
     ) -> list[pytest.MarkDecorator]:
         return state.data_markers("category", work.category, config)
 
     def skip_reason(self, work: Task, model: ModelSpec, state: RunState) -> str | None:
-        return SCRIPTING_SKIP if work.tools is not None else model.skip_reason(work)
+        # A scripting-tool task's solution gives both modes or none: either mode can stand in.
+        return model.skip_reason(NamedWork(work.id, work.steps()))
 
     async def run(self, item: LlmItem, state: RunState) -> TaskResult:
         task: Task = item.work
-        tool, default_system = bash_tool()
-        sandbox = VfsSandbox(task.files)
+        mode: ToolMode | None = item.variant.detail
+        session = ScriptingSession(task, mode) if mode is not None else None
+        tools: list[ToolSpec]
+        if session is not None:
+            sandbox, tools, default_system = session.sandbox, session.tools, session.system
+        else:
+            tool, default_system = bash_tool()
+            sandbox, tools = VfsSandbox(task.files), [tool]
         trace = await run_agent_loop(
-            item.model.create(task, item.trial),
+            item.model.create(NamedWork(task.id, task.steps(mode)), item.trial),
             sandbox,
             prompt=task.prompt,
             system=task.system or default_system,
-            tools=[tool],
+            tools=tools,
             max_turns=state.settings.max_turns,
             price=item.model.price,
             budget=state.budget,
+            run_tool=session.run if session is not None else None,
         )
         checks = task.checks()
         score = score_task(task.id, checks, trace, sandbox)
@@ -123,6 +140,7 @@ class BashKind(Kind[Task, TaskResult]):
             score=score,
             trace=trace,
             judge_calls=judge_calls,
+            scripting=session.metrics() if session is not None else None,
         )
 
     def properties(self, result: TaskResult) -> list[tuple[str, object]]:
@@ -142,6 +160,7 @@ class BashKind(Kind[Task, TaskResult]):
             ("duration_ms", trace.duration_ms),
             ("natural_stop", trace.natural_stop),
             ("cost_usd", trace.cost_usd),
+            *_scripting_properties(result),
         ]
 
     def columns(self, result: TaskResult) -> Columns:
@@ -171,23 +190,43 @@ class BashKind(Kind[Task, TaskResult]):
 
     def report_fields(self, results: list[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
         from pytest_llmtool.kinds.bash.summary import summary_fields
+        from pytest_llmtool.kinds.bash.tool_modes import tool_mode_summaries
 
-        return summary_fields(results, [e for e in errors if e.kind in ("", self.name)])
+        own = [e for e in errors if e.kind in ("", self.name)]
+        return {**summary_fields(results, own), "tool_modes": tool_mode_summaries(results, own)}
 
     def terminal_lines(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.bash import tool_modes
         from pytest_llmtool.kinds.bash.report import terminal_lines
 
-        return terminal_lines(report) if report.results or report.by_model else []
+        lines = terminal_lines(report) if report.results or report.by_model else []
+        modes = tool_modes.terminal_lines(report)
+        return [*lines, *([""] if lines and modes else []), *modes]
 
     def markdown_summary(self, report: EvalReport) -> list[str]:
+        from pytest_llmtool.kinds.bash import tool_modes
         from pytest_llmtool.kinds.bash.report import markdown_summary
 
-        return markdown_summary(report) if report.results or report.by_model else []
+        lines = markdown_summary(report) if report.results or report.by_model else []
+        return [*lines, *tool_modes.markdown_lines(report)]
 
     def markdown_details(self, report: EvalReport) -> list[str]:
         from pytest_llmtool.kinds.bash.report import markdown_details
 
         return markdown_details(report)
+
+
+def _scripting_properties(result: TaskResult) -> list[tuple[str, object]]:
+    """A scripting-tool item's mode and upstream's inner command counts."""
+    s = result.scripting
+    if s is None:
+        return []
+    return [
+        ("tool_mode", s.mode),
+        ("inner_tool", s.inner_tool),
+        ("inner_help", s.inner_help),
+        ("inner_discover", s.inner_discover),
+    ]
 
 
 async def _judge_checks(

@@ -14,9 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pytest_llmtool.agents.base import SolutionStep
 from pytest_llmtool.kinds.bash.checks import Check, parse_check
+from pytest_llmtool.kinds.bash.mocks import MockByParam, MockTool, ToolSolution
 from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
 # How many meaningful lines the shape test reads before deciding a file is not a dataset.
@@ -44,7 +46,8 @@ class Expectation(BaseModel):
 
 
 class Task(BaseModel):
-    """One dataset line. `solution` is ours: the reference tool calls the oracle replays."""
+    """One dataset line. `solution` is ours: the reference tool calls the oracle replays (for
+    a scripting-tool task, one list per tool mode)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,9 +58,9 @@ class Task(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     expectations: list[Expectation]
     system: str | None = None
-    solution: list[str] | None = None
-    # Scripting-tool tasks (mock tools) carry these; they are recognised but not run yet.
-    tools: list[dict[str, Any]] | None = None
+    solution: list[str] | ToolSolution | None = None
+    # Scripting-tool tasks: the mock tools, run in each `--llm-tool-mode` (`scripting.py`).
+    tools: list[MockTool] | None = Field(default=None, min_length=1)
     discovery_mode: bool | None = None
 
     @field_validator("id")
@@ -86,8 +89,41 @@ class Task(BaseModel):
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
+    @model_validator(mode="after")
+    def _tools_fit(self) -> Task:
+        if self.tools is None:
+            if self.discovery_mode:
+                raise ValueError("discovery_mode: only a task with `tools` has discovery")
+            if isinstance(self.solution, ToolSolution):
+                raise ValueError(
+                    "solution: steps per mode (scripted, baseline) are for tasks with `tools`"
+                )
+            return self
+        names = [t.name for t in self.tools]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise ValueError(f"tools: two tools are named {twice!r}")
+        if isinstance(self.solution, list):
+            raise ValueError(
+                'solution: a task with `tools` gives steps per mode: {"scripted": [scripts], '
+                '"baseline": [{"tool": NAME, "input": {...}}]}'
+            )
+        if self.solution is not None:
+            unknown = next((s.tool for s in self.solution.baseline if s.tool not in names), None)
+            if unknown is not None:
+                raise ValueError(f"solution.baseline: no tool is named {unknown!r}")
+        return self
+
     def checks(self) -> list[tuple[Check, float]]:
         return [(e.parsed, e.weight) for e in self.expectations]
+
+    def steps(self, mode: str | None = None) -> list[SolutionStep] | None:
+        """The oracle's steps: the solution, or its `mode` part for a scripting-tool task."""
+        if self.solution is None:
+            return None
+        if isinstance(self.solution, ToolSolution):
+            return list(self.solution.baseline if mode == "baseline" else self.solution.scripted)
+        return list(self.solution)
 
 
 def _printable(value: str) -> str:
@@ -195,8 +231,14 @@ def _key_count(task: Task) -> int:
     count = len(task.__pydantic_fields_set__) + len(task.files)
     for expectation in task.expectations:
         count += len(expectation.__pydantic_fields_set__)
-    if task.tools:
-        count += _json_keys(task.tools)
+    for tool in task.tools or ():
+        count += len(tool.__pydantic_fields_set__) + _json_keys(tool.input_schema)
+        if isinstance(tool.mock, MockByParam):
+            count += len(tool.mock.__pydantic_fields_set__) + len(tool.mock.responses)
+    if isinstance(task.solution, ToolSolution):
+        count += len(task.solution.__pydantic_fields_set__)
+        for step in task.solution.baseline:
+            count += len(step.__pydantic_fields_set__) + _json_keys(step.input)
     return count
 
 

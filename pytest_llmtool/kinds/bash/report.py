@@ -212,8 +212,10 @@ def markdown_details(report: EvalReport) -> list[str]:
 def _task_section(result: TaskResult) -> list[str]:
     score, trace = result.score, result.trace
     verdict = "PASS" if result.passed else "FAIL"
+    scripting = result.scripting
+    mode = f", {scripting.mode}" if scripting is not None else ""
     lines = [
-        f"### {text(result.task_id)} [{text(result.model)}]: {verdict}",
+        f"### {text(result.task_id)} [{text(result.model)}{mode}]: {verdict}",
         "",
         f"- Category: {text(result.category)}",
         f"- Score: {score.score:g}/{score.max_score:g} ({score.rate():.0%})",
@@ -223,8 +225,13 @@ def _task_section(result: TaskResult) -> list[str]:
         f"- Tokens: {trace.total_input_tokens} in / {trace.total_output_tokens} out, "
         f"duration: {trace.duration_ms} ms"
         + (f", cost: ${trace.cost_usd:.4f}" if trace.cost_usd is not None else ""),
-        "",
     ]
+    if scripting is not None:
+        lines.append(
+            f"- Inner commands: {scripting.inner_tool} mock tool, {scripting.inner_help} help, "
+            f"{scripting.inner_discover} discover"
+        )
+    lines.append("")
     rows = [
         ["PASS" if r.passed else "FAIL", Code(r.check), f"{r.weight:g}", r.detail]
         for r in score.results

@@ -82,7 +82,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
     def category(self, work: Scenario) -> str:
         return "scenario"
 
-    def labels(self, work: Scenario) -> list[tuple[str, Any]]:
+    def labels(self, work: Scenario, state: RunState) -> list[tuple[str, Any]]:
         return [(doc.stem, doc) for doc in work.guidance] or [("", None)]
 
     def markers(
