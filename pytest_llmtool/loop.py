@@ -41,7 +41,7 @@ def format_tool_output(stdout: str, stderr: str, exit_code: int) -> str:
     return "\n".join(parts) or "(no output)"
 
 
-def _commands(call: ToolUseBlock) -> str:
+def commands_of(call: ToolUseBlock) -> str:
     """The script a tool call asks for; like bashkit-eval, the tool name is not consulted."""
     for key in ("commands", "script"):
         value = call.input.get(key)
@@ -157,7 +157,7 @@ async def run_agent_loop(
             results: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
             for call in tool_uses:
                 if run_tool is None:
-                    outcome = await sandbox.run(_commands(call))
+                    outcome = await sandbox.run(commands_of(call))
                 else:
                     outcome = await run_tool(call)
                 trace.tool_calls.append(outcome)

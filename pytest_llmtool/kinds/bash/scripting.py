@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.agents.base import ToolSpec
 from pytest_llmtool.kinds.bash.mocks import MockTool, ToolCommands
-from pytest_llmtool.loop import format_tool_output
+from pytest_llmtool.loop import commands_of, format_tool_output
 from pytest_llmtool.records import (
     InnerCommand,
     ScriptingMetrics,
@@ -82,15 +82,6 @@ _SHELL_CONTROL = ("\n", "\r", ";", "&", "|", "`", "$(")
 def script_tool_name(task_id: str) -> str:
     """The script tool's name: the task id (upstream's), made a valid model tool name."""
     return _NAME_CHARS.sub("_", task_id)[:_NAME_LENGTH] or "tools"
-
-
-def _commands(call: ToolUseBlock) -> str:
-    """The script a call asks for, read as bashkit-eval reads it (whatever the tool)."""
-    for key in ("commands", "script"):
-        value = call.input.get(key)
-        if isinstance(value, str):
-            return value
-    return ""
 
 
 def scripted_system_prompt(name: str, tools: Sequence[MockTool], compact: bool) -> str:
@@ -219,7 +210,7 @@ class ScriptingSession:
                 commands=commands, stdout=stdout, stderr=stderr, exit_code=exit_code
             )
         else:
-            commands = _commands(call)
+            commands = commands_of(call)
             refused = _discover_problem(commands) if call.name == self._discover_name else None
             if refused is not None:
                 outcome = ToolCallResult(commands=commands, stdout="", stderr=refused, exit_code=1)
