@@ -89,6 +89,7 @@ async def metered_chat(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         retries=response.retries,
+        wait_ms=response.wait_ms,
         stop_reason=response.stop_reason,
         cost_usd=price.cost(usage) if price else None,
     )

@@ -136,6 +136,8 @@ class LLMCallMetrics(BaseModel):
     retries: int = 0
     stop_reason: str | None = None
     cost_usd: float | None = None
+    # Milliseconds the call waited for room in its provider's window (`--llm-adaptive`).
+    wait_ms: float = 0.0
 
 
 # `ItemResult.judge_calls` names `LLMCallMetrics` before it exists: complete it now, or the

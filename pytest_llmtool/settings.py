@@ -91,6 +91,13 @@ OPTIONS = (
         "tasks whose agent loops may run at once in one pytest process (per worker under -n)",
     ),
     OptionDef(
+        "llm_adaptive",
+        "BOOL",
+        "on",
+        "adapt how many model calls are in flight per provider to its rate-limit headers and "
+        "429s, within --llm-concurrency (on/off; off: a fixed window of --llm-concurrency)",
+    ),
+    OptionDef(
         "llm_max_cost",
         "USD",
         "",
@@ -322,6 +329,8 @@ class Settings:
     report_dir: Path | None
     dataset_patterns: tuple[str, ...]
     concurrency: int = 1
+    # --llm-adaptive: per-provider windows learned from rate-limit headers and 429s.
+    adaptive: bool = True
     trials: int = 1
     max_cost: float | None = None
     record_dir: Path | None = None
@@ -425,6 +434,7 @@ class Settings:
             report_dir=_path(config, "llm_report"),
             dataset_patterns=tuple(_split(_raw(config, "llm_datasets")[0])),
             concurrency=_number(config, "llm_concurrency", int, 1),
+            adaptive=_flag(config, "llm_adaptive"),
             trials=_number(config, "llm_trials", int, 1),
             max_cost=_number(config, "llm_max_cost", float, 0) if max_cost_text else None,
             record_dir=record_dir,

@@ -42,7 +42,12 @@ class RunState:
 
     @classmethod
     def create(cls, settings: Settings, budget: Budget) -> RunState:
-        pool = ClientPool(settings.base_urls, settings.retry.call_timeout)
+        pool = ClientPool(
+            settings.base_urls,
+            settings.retry.call_timeout,
+            concurrency=settings.concurrency,
+            adaptive=settings.adaptive,
+        )
         state = cls(settings, (), budget, pool)
         state.models = tuple(state.build(ref) for ref in settings.models)
         return state

@@ -13,11 +13,18 @@ many assistant turns the request already holds. Requests are validated like the 
 validate them (tool call / result pairing, role order, schemas ...) and rejected with a 400 in the
 protocol's own error shape, so protocol mistakes in a client surface as ``BadRequestError``.
 The server binds to 127.0.0.1 only and never talks to the network.
+
+``rate_limit(requests_per_second=..., tokens_per_minute=...)`` puts a token bucket in front of
+the model routes: a request that finds a bucket empty gets a 429 with ``retry-after`` (the
+seconds until it would be admitted), and every answer carries the provider's rate-limit headers
+(``anthropic-ratelimit-*`` with RFC 3339 resets, ``x-ratelimit-*`` with durations such as
+``1s``/``20ms``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 import threading
@@ -25,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -333,6 +341,55 @@ def _check_parts(content: Any, where: str, allowed: tuple[str, ...]) -> None:
 # --------------------------------------------------------------------------- the server
 
 
+@dataclass
+class _Bucket:
+    """A token bucket: holds up to ``capacity``, refills ``rate`` per second."""
+
+    capacity: float
+    rate: float
+    level: float
+    at: float
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + self.rate * (now - self.at))
+        self.at = now
+
+    def wait_for(self, need: float) -> float:
+        return max(0.0, (need - self.level) / self.rate)
+
+    def until_full(self) -> float:
+        """Seconds until full, counted from the whole units the headers report."""
+        return max(0.0, (self.capacity - max(0, math.floor(self.level))) / self.rate)
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as OpenAI writes it: ``20ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    text = f"{round(rest, 3):g}s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    return f"{hours}h" + text if hours else text
+
+
+def _instant(seconds_from_now: float) -> str:
+    """An RFC 3339 instant as Anthropic writes resets."""
+    moment = datetime.fromtimestamp(time.time() + seconds_from_now, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _used_tokens(protocol: Protocol, body: bytes) -> int:
+    try:
+        usage = json.loads(body).get("usage") or {}
+    except (ValueError, AttributeError):
+        return 0
+    if protocol == "chat":
+        return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    return int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+
+
 class FakeLLMServer:
     """A scripted fake LLM API on ``127.0.0.1``; use as a context manager (or ``start``/``close``).
 
@@ -356,6 +413,10 @@ class FakeLLMServer:
         self._needs_reasoning: dict[str, str] = {}
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # rate_limit(): the token buckets (None: unlimited), and how many 429s they sent.
+        self._request_bucket: _Bucket | None = None
+        self._token_bucket: _Bucket | None = None
+        self.rate_limited = 0
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -425,6 +486,83 @@ class FakeLLMServer:
         """Queue faults: each following request consumes one, in order, before normal handling."""
         with self._lock:
             self._faults.extend(faults)
+
+    def rate_limit(
+        self,
+        requests_per_second: float | None = None,
+        tokens_per_minute: float | None = None,
+        *,
+        burst: float | None = None,
+    ) -> None:
+        """Limit the model routes with token buckets, both full at the start: requests (holding
+        ``burst``, default one second's worth, refilling ``requests_per_second``) and tokens
+        (holding ``tokens_per_minute``, refilling evenly; a request is admitted while any are
+        left and then charged the tokens its answer reports). ``None`` lifts a limit."""
+        now = time.monotonic()
+        with self._lock:
+            self._request_bucket = None
+            self._token_bucket = None
+            if requests_per_second is not None:
+                capacity = max(1.0, burst if burst is not None else requests_per_second)
+                self._request_bucket = _Bucket(capacity, requests_per_second, capacity, now)
+            if tokens_per_minute is not None:
+                rate = tokens_per_minute / 60
+                self._token_bucket = _Bucket(tokens_per_minute, rate, tokens_per_minute, now)
+            self.rate_limited = 0
+
+    def _limit_headers(self, protocol: Protocol) -> dict[str, str]:
+        """The provider's rate-limit headers for the buckets as they are (lock held)."""
+        headers: dict[str, str] = {}
+        for kind, bucket in (("requests", self._request_bucket), ("tokens", self._token_bucket)):
+            if bucket is None:
+                continue
+            limit, remaining = str(int(bucket.capacity)), str(max(0, math.floor(bucket.level)))
+            if protocol == "anthropic":
+                prefix = f"anthropic-ratelimit-{kind}-"
+                headers[prefix + "limit"] = limit
+                headers[prefix + "remaining"] = remaining
+                headers[prefix + "reset"] = _instant(bucket.until_full())
+            else:
+                headers[f"x-ratelimit-limit-{kind}"] = limit
+                headers[f"x-ratelimit-remaining-{kind}"] = remaining
+                headers[f"x-ratelimit-reset-{kind}"] = _go_duration(bucket.until_full())
+        return headers
+
+    def _admit(self, protocol: Protocol) -> _Reject | None:
+        """Take a request from the buckets, or the 429 to answer instead."""
+        now = time.monotonic()
+        with self._lock:
+            buckets = [b for b in (self._request_bucket, self._token_bucket) if b is not None]
+            if not buckets:
+                return None
+            for bucket in buckets:
+                bucket.refill(now)
+            wait = 0.0
+            if self._request_bucket is not None:
+                wait = self._request_bucket.wait_for(1)
+            if self._token_bucket is not None and self._token_bucket.level <= 0:
+                wait = max(wait, self._token_bucket.wait_for(1))
+            if wait > 0:
+                self.rate_limited += 1
+                err = _fault_error(protocol, Fault.rate_limit(retry_after=round(wait, 3) or 0.001))
+                err.headers.update(self._limit_headers(protocol))
+                return err
+            if self._request_bucket is not None:
+                self._request_bucket.level -= 1
+            return None
+
+    def _charge(self, protocol: Protocol, reply: _Reply) -> None:
+        """Charge an answer's tokens and put the rate-limit headers on it."""
+        now = time.monotonic()
+        with self._lock:
+            buckets = [b for b in (self._request_bucket, self._token_bucket) if b is not None]
+            if not buckets:
+                return
+            for bucket in buckets:
+                bucket.refill(now)
+            if self._token_bucket is not None and reply.status == 200:
+                self._token_bucket.level -= _used_tokens(protocol, reply.body)
+            reply.headers.update(self._limit_headers(protocol))
 
     def reset(self) -> None:
         """Forget scripts, queued faults and recorded requests (e.g. between tests)."""
@@ -1304,9 +1442,12 @@ class _Handler(BaseHTTPRequestHandler):
         fault = fake._record(record)
         record.fault = fault.kind if fault else None
 
+        # The rate limit is applied as the request arrives; a 429 is answered at once.
+        admit = protocol is not None and (fault is None or fault.kind == "slow")
+        limited = fake._admit(protocol) if admit and protocol is not None else None
         if fault is not None and fault.kind == "slow":
             time.sleep(fault.seconds)
-        if fake.latency > 0:
+        if fake.latency > 0 and limited is None:
             time.sleep(fake.latency)
 
         if protocol is None:
@@ -1320,11 +1461,15 @@ class _Handler(BaseHTTPRequestHandler):
             reply = _Reply(200, b'{"id": "broken", "content": [{"type": "te', {})
         elif fault is not None and fault.kind != "slow":
             reply = _error_reply(protocol, _fault_error(protocol, fault))
+        elif limited is not None:
+            reply = _error_reply(protocol, limited)
+            record.fault = "rate_limit"
         else:
             try:
                 reply = fake._handle(protocol, headers, body)
             except _Reject as err:
                 reply = _error_reply(protocol, err)
+            fake._charge(protocol, reply)
         self._send(reply, record)
 
     def _send(self, reply: _Reply, record: RecordedRequest | None) -> None:

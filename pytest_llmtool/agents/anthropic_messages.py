@@ -12,7 +12,8 @@ from typing import Any
 import anthropic
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
-from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
+from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
+from pytest_llmtool.ratelimit import Limiter
 from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 KEY_ENV = "ANTHROPIC_API_KEY"
@@ -87,10 +88,15 @@ class AnthropicAgent:
     model: str
     policy: RetryPolicy
     cache: bool = True
+    limiter: Limiter | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         body = build_request(request, self.model, self.cache)
-        response, retries = await call_with_retries(
-            lambda: self.client.messages.create(**body), self.policy, KEY_ENV
-        )
-        return parse_response(response).model_copy(update={"retries": retries})
+
+        async def attempt() -> Answer[ChatResponse]:
+            raw = await self.client.messages.with_raw_response.create(**body)
+            reply = parse_response(await raw.parse())
+            return Answer(reply, raw.headers, reply.usage.input_tokens + reply.usage.output_tokens)
+
+        sent = await call_limited(attempt, self.policy, KEY_ENV, self.limiter)
+        return sent.value.model_copy(update={"retries": sent.retries, "wait_ms": sent.wait_ms})

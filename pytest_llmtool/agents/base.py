@@ -36,6 +36,8 @@ class ChatResponse(BaseModel):
     usage: Usage = Usage()
     stop_reason: str | None = None
     retries: int = 0
+    # Milliseconds the call waited for room in its provider's window (adaptive concurrency).
+    wait_ms: float = 0.0
 
 
 class AgentError(Exception):

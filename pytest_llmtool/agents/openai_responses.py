@@ -14,7 +14,8 @@ import openai
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.openai_chat import KEY_ENV, parse_arguments
-from pytest_llmtool.agents.retry import RetryPolicy, call_with_retries
+from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
+from pytest_llmtool.ratelimit import Limiter
 from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 
@@ -101,10 +102,15 @@ class OpenAIResponsesAgent:
     client: openai.AsyncOpenAI
     model: str
     policy: RetryPolicy
+    limiter: Limiter | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         body = build_request(request, self.model)
-        response, retries = await call_with_retries(
-            lambda: self.client.responses.create(**body), self.policy, KEY_ENV
-        )
-        return parse_response(response).model_copy(update={"retries": retries})
+
+        async def attempt() -> Answer[ChatResponse]:
+            raw = await self.client.responses.with_raw_response.create(**body)
+            reply = parse_response(raw.parse())
+            return Answer(reply, raw.headers, reply.usage.input_tokens + reply.usage.output_tokens)
+
+        sent = await call_limited(attempt, self.policy, KEY_ENV, self.limiter)
+        return sent.value.model_copy(update={"retries": sent.retries, "wait_ms": sent.wait_ms})

@@ -17,6 +17,7 @@ from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import Price
+from pytest_llmtool.ratelimit import Limiter, identity
 
 if TYPE_CHECKING:
     import anthropic
@@ -91,7 +92,27 @@ class ClientPool:
 
     base_urls: dict[str, str]
     call_timeout: float = 300.0
+    # Adaptive concurrency: one limiter per provider (base URL and key), at most `concurrency`
+    # calls in flight each; with `adaptive` off, calls are bounded by `--llm-concurrency` only.
+    concurrency: int = 8
+    adaptive: bool = True
     _clients: dict[str, Any] = field(default_factory=dict)
+    _limiters: dict[str, Limiter] = field(default_factory=dict)
+
+    def limiter(self, family: str) -> Limiter | None:
+        """The limiter of the provider the `family` client talks to (created with the client)."""
+        if not self.adaptive:
+            return None
+        client = self.anthropic() if family == "anthropic" else self.openai()
+        base_url = str(client.base_url)
+        key = identity(family, base_url, client.api_key)
+        if key not in self._limiters:
+            self._limiters[key] = Limiter(f"{family} {base_url}", self.concurrency)
+        return self._limiters[key]
+
+    @property
+    def limiters(self) -> list[Limiter]:
+        return list(self._limiters.values())
 
     def anthropic(self) -> anthropic.AsyncAnthropic:
         if "anthropic" not in self._clients:
@@ -153,14 +174,21 @@ class ProviderModel:
         if self.ref.provider == "anthropic":
             from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
 
-            return AnthropicAgent(self.pool.anthropic(), model_id, self.policy, self.prompt_cache)
+            return AnthropicAgent(
+                self.pool.anthropic(),
+                model_id,
+                self.policy,
+                self.prompt_cache,
+                self.pool.limiter("anthropic"),
+            )
+        limiter = self.pool.limiter("openai")
         if self.ref.provider == "openai":
             from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
 
-            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy)
+            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy, limiter)
         from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
 
-        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy)
+        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy, limiter)
 
     def create(self, task: Work, trial: int = 0) -> Agent:
         target = f"{self.ref.provider}:{self.ref.model_id}"

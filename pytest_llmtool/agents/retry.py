@@ -5,6 +5,10 @@ are retried. Authentication, quota/billing and invalid requests are not: retryin
 them, so the error says what to fix instead. Whatever finally fails is a `ProviderError`,
 which the item reports as an infrastructure error, never as the model failing.
 
+With a `Limiter` (`ratelimit.py`), every attempt first waits for room in its provider's window
+and hands its outcome back: the headers of an answer, or a 429 (still retried here, but the
+limiter learns from it and holds every other call of that provider too).
+
 Time is bounded twice: each attempt by `call_timeout` (a hung server is an attempt that timed
 out, retried like a dropped connection), and the whole call, retries and waits included, by
 `max_seconds`, so no setting of the SDKs' own timeouts can make one call outlast it.
@@ -16,11 +20,12 @@ import asyncio
 import contextvars
 import email.utils
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pytest_llmtool.agents.base import AgentError
+from pytest_llmtool.ratelimit import Limiter, Ticket
 
 T = TypeVar("T")
 
@@ -68,9 +73,13 @@ CALL_LOG: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar(
 )
 
 
+def _headers(exc: BaseException) -> Mapping[str, str]:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    return headers if headers is not None else {}
+
+
 def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
     if (ms := headers.get("retry-after-ms")) is not None:
@@ -125,25 +134,85 @@ def classify(exc: Exception, key_env: str) -> Verdict:
     return Verdict(False, f"invalid request ({status}): {text}")
 
 
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """One attempt's result with the response headers (for the limiter) and the tokens it used."""
+
+    value: T
+    headers: Mapping[str, str] = field(default_factory=dict)
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Sent(Generic[T]):
+    """A call that succeeded: its value, how many retries it took, and how long its attempts
+    waited for room in the provider's window."""
+
+    value: T
+    retries: int
+    wait_ms: float = 0.0
+
+
 async def call_with_retries(
     call: Callable[[], Awaitable[T]], policy: RetryPolicy, key_env: str
 ) -> tuple[T, int]:
     """Run `call` until it succeeds; return its result and how many retries it took."""
+
+    async def attempt() -> Answer[T]:
+        return Answer(await call())
+
+    sent = await call_limited(attempt, policy, key_env, None)
+    return sent.value, sent.retries
+
+
+async def call_limited(
+    call: Callable[[], Awaitable[Answer[T]]],
+    policy: RetryPolicy,
+    key_env: str,
+    limiter: Limiter | None,
+) -> Sent[T]:
+    """Run `call` until it succeeds, each attempt waiting for room in `limiter` first."""
     started = time.monotonic()
     attempt = 0
+    waited = 0.0
     log = CALL_LOG.get()
     while True:
         attempt += 1
+        ticket: Ticket | None = None
+        if limiter is not None:
+            ticket = await limiter.acquire()
+            waited += ticket.waited
         remaining = policy.max_seconds - (time.monotonic() - started)
         limit = min(policy.call_timeout, remaining)
         try:
-            return await asyncio.wait_for(call(), max(limit, 0.001)), attempt - 1
+            answer = await asyncio.wait_for(call(), max(limit, 0.001))
         except TimeoutError as exc:
             verdict = Verdict(True, f"no answer within {limit:.3g} s")
             cause: Exception = exc
+            if limiter is not None and ticket is not None:
+                limiter.failed(ticket)
         except Exception as exc:
-            verdict = classify(exc, key_env)
             cause = exc
+            try:
+                verdict = classify(exc, key_env)
+            except BaseException:
+                if limiter is not None and ticket is not None:
+                    limiter.failed(ticket)
+                raise
+            if limiter is not None and ticket is not None:
+                # A rate limit teaches the window; an exhausted quota (also 429) does not.
+                if verdict.retryable and getattr(exc, "status_code", None) == 429:
+                    limiter.limited(ticket, _headers(exc), verdict.retry_after)
+                else:
+                    limiter.failed(ticket)
+        except BaseException:  # cancelled (a deadline): the slot is free again
+            if limiter is not None and ticket is not None:
+                limiter.failed(ticket)
+            raise
+        else:
+            if limiter is not None and ticket is not None:
+                limiter.answered(ticket, answer.headers, answer.tokens)
+            return Sent(answer.value, attempt - 1, round(waited * 1000, 3))
         if log is not None:
             log.failures.append(verdict.message)
         if not verdict.retryable:

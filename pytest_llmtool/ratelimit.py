@@ -1,0 +1,392 @@
+"""Adaptive concurrency per provider: how many model calls may be in flight, learned from the
+provider's rate-limit headers and its 429s, never above `--llm-concurrency`.
+
+Three parts, the first two pure (a clock is passed in, nothing sleeps):
+
+- `parse_headers` reads both providers' headers into a `RateInfo`: Anthropic's
+  `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
+  (reset an RFC 3339 instant) and OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
+  (reset a duration such as `1s`, `20ms`, `6m0s`), and `retry-after` / `retry-after-ms`.
+- `Window` is the AIMD state: it starts small (`START`), grows by one per answer while the
+  headers show room (slow start: until the first sign of pressure) and then by one per window
+  of answers (additive increase), halves on a 429 (once per window: a burst of 429s from calls
+  sent together is one signal) and sends nothing before the `retry-after` instant. Between
+  answers it keeps its own copy of each bucket the headers described (what remained, minus
+  what was sent since, plus the refill the headers imply), so a call waits for the bucket to
+  refill instead of being sent into a 429.
+- `Limiter` puts a `Window` on the event loop: `acquire` waits for room and says how long it
+  waited; `answered`, `limited` and `failed` hand each call's outcome back.
+
+A limiter is named by its provider family and base URL only: the API key that is part of its
+identity (two keys are two rate limits) is kept as a hash and never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+log = logging.getLogger(__name__)
+
+START = 4  # the first window: modest, whatever the ceiling
+DEFAULT_HOLD = 1.0  # seconds to send nothing after a 429 that says nothing about when to retry
+_EWMA = 0.2  # weight of the newest call in the estimate of tokens per call
+
+
+# --------------------------------------------------------------------------- headers
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One limit as a response described it: `remaining` units, `reset` seconds until full."""
+
+    remaining: float
+    limit: float | None = None
+    reset: float | None = None
+
+    @property
+    def refill_rate(self) -> float | None:
+        """Units per second, when the headers imply it (a token bucket refills evenly)."""
+        if self.limit is None or self.reset is None or self.reset <= 0:
+            return None
+        missing = self.limit - self.remaining
+        return missing / self.reset if missing > 0 else None
+
+
+@dataclass(frozen=True)
+class RateInfo:
+    requests: Bucket | None = None
+    tokens: Bucket | None = None  # the most constraining token limit reported
+    retry_after: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.requests is None and self.tokens is None and self.retry_after is None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a Go-style duration (`6m0s`, `1.5s`, `20ms`) or a plain number of seconds."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def _reset_seconds(text: str, wall: float) -> float | None:
+    """A reset given as an RFC 3339 instant (Anthropic) or a duration (OpenAI)."""
+    if "T" in text and "-" in text:
+        try:
+            instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if instant.tzinfo is None:
+            return None
+        return max(0.0, instant.timestamp() - wall)
+    return parse_duration(text)
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _bucket(headers: Mapping[str, str], names: tuple[str, str, str], wall: float) -> Bucket | None:
+    limit_name, remaining_name, reset_name = names
+    remaining = _number(headers.get(remaining_name))
+    if remaining is None:
+        return None
+    reset_text = headers.get(reset_name)
+    return Bucket(
+        remaining=remaining,
+        limit=_number(headers.get(limit_name)),
+        reset=None if reset_text is None else _reset_seconds(reset_text, wall),
+    )
+
+
+def _anthropic(kind: str) -> tuple[str, str, str]:
+    prefix = f"anthropic-ratelimit-{kind}-"
+    return prefix + "limit", prefix + "remaining", prefix + "reset"
+
+
+def _openai(kind: str) -> tuple[str, str, str]:
+    return f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}"
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    if (ms := _number(headers.get("retry-after-ms"))) is not None:
+        return ms / 1000
+    return _number(headers.get("retry-after"))
+
+
+def parse_headers(headers: Mapping[str, str], wall: float | None = None) -> RateInfo:
+    """What a response's headers say about the rate limits (any header may be missing)."""
+    wall = time.time() if wall is None else wall
+    lowered = {k.lower(): v for k, v in headers.items()}
+    requests = _bucket(lowered, _anthropic("requests"), wall) or _bucket(
+        lowered, _openai("requests"), wall
+    )
+    token_buckets = [
+        b
+        for b in (
+            _bucket(lowered, _anthropic("tokens"), wall),
+            _bucket(lowered, _anthropic("input-tokens"), wall),
+            _bucket(lowered, _anthropic("output-tokens"), wall),
+            _bucket(lowered, _openai("tokens"), wall),
+        )
+        if b is not None
+    ]
+    tokens = min(token_buckets, key=lambda b: b.remaining, default=None)
+    return RateInfo(requests=requests, tokens=tokens, retry_after=retry_after(lowered))
+
+
+# --------------------------------------------------------------------------- the window
+
+
+@dataclass
+class _Mirror:
+    """Our running copy of one provider bucket: seeded by each response, drained by each send."""
+
+    level: float
+    at: float
+    capacity: float | None
+    rate: float | None
+    full_at: float | None  # when nothing else is known: the instant it is full again
+
+    def level_at(self, now: float) -> float:
+        if self.rate is not None:
+            level = self.level + self.rate * max(0.0, now - self.at)
+            return level if self.capacity is None else min(self.capacity, level)
+        if self.full_at is not None and now >= self.full_at:
+            return math.inf if self.capacity is None else self.capacity
+        return self.level
+
+    def wait_for(self, need: float, now: float) -> float:
+        """Seconds until `need` units are there (0 when they are)."""
+        level = self.level_at(now)
+        if level >= need:
+            return 0.0
+        if self.rate is not None:
+            return (need - level) / self.rate
+        if self.full_at is not None:
+            return max(0.0, self.full_at - now)
+        return DEFAULT_HOLD
+
+    def take(self, amount: float, now: float) -> None:
+        self.level, self.at = self.level_at(now) - amount, now
+
+
+def _mirror(bucket: Bucket, others: float, now: float, previous: _Mirror | None) -> _Mirror:
+    """`others` units are in flight and may not be counted in `remaining` yet: subtract them."""
+    rate = bucket.refill_rate
+    if rate is None and previous is not None:
+        rate = previous.rate  # a full bucket says nothing about its refill: keep what we knew
+    full_at = None if bucket.reset is None else now + bucket.reset
+    return _Mirror(bucket.remaining - others, now, bucket.limit, rate, full_at)
+
+
+@dataclass
+class Window:
+    """The AIMD state of one provider. All times are the caller's monotonic clock."""
+
+    ceiling: int
+    size: float = float(START)
+    in_flight: int = 0
+    not_before: float = 0.0
+    slow_start: bool = True
+    sent: int = 0
+    cut_after: int = 0  # calls numbered up to this were in flight at the last cut
+    peak: float = 0.0
+    cuts: int = 0
+    limited_count: int = 0
+    tokens_per_call: float | None = None
+    requests: _Mirror | None = None
+    tokens: _Mirror | None = None
+
+    def __post_init__(self) -> None:
+        self.ceiling = max(1, self.ceiling)
+        self.size = float(min(max(1.0, self.size), self.ceiling))
+        self.peak = self.size
+
+    @property
+    def limit(self) -> int:
+        """Calls that may be in flight now."""
+        return max(1, int(self.size))
+
+    def delay(self, now: float) -> float | None:
+        """Seconds to wait before the next send; None when only an answer can make room."""
+        waits = [self.not_before - now]
+        if self.requests is not None:
+            waits.append(self.requests.wait_for(1, now))
+        if self.tokens is not None and self.tokens_per_call:
+            waits.append(self.tokens.wait_for(self.tokens_per_call, now))
+        wait = max(waits)
+        if wait > 0:
+            return wait
+        return None if self.in_flight >= self.limit else 0.0
+
+    def send(self, now: float) -> int:
+        """Book one call going out; returns its number (for `limited`)."""
+        self.in_flight += 1
+        self.sent += 1
+        if self.requests is not None:
+            self.requests.take(1, now)
+        if self.tokens is not None and self.tokens_per_call:
+            self.tokens.take(self.tokens_per_call, now)
+        return self.sent
+
+    def _learn(self, info: RateInfo, now: float) -> None:
+        others = float(self.in_flight)
+        if info.requests is not None:
+            self.requests = _mirror(info.requests, others, now, self.requests)
+        if info.tokens is not None:
+            per_call = self.tokens_per_call or 0.0
+            self.tokens = _mirror(info.tokens, others * per_call, now, self.tokens)
+
+    def _room_for_more(self, now: float) -> bool:
+        """Whether the headers leave room for a bigger window (no headers: nothing says no)."""
+        room = True
+        if self.requests is not None:
+            room = self.requests.level_at(now) >= self.size + 1
+        if room and self.tokens is not None and self.tokens_per_call:
+            room = self.tokens.level_at(now) >= (self.size + 1) * self.tokens_per_call
+        return room
+
+    def answered(self, info: RateInfo, now: float, tokens: int = 0) -> None:
+        """A call came back with an answer: learn from its headers, and grow if there is room."""
+        self.in_flight = max(0, self.in_flight - 1)
+        if tokens > 0:
+            old = self.tokens_per_call
+            self.tokens_per_call = tokens if old is None else old + _EWMA * (tokens - old)
+        self._learn(info, now)
+        if not self._room_for_more(now):
+            if info.requests is not None or info.tokens is not None:
+                self.slow_start = False  # close to the limit: from now on, grow slowly
+            return
+        step = 1.0 if self.slow_start else 1.0 / self.size
+        self.size = min(float(self.ceiling), self.size + step)
+        self.peak = max(self.peak, self.size)
+
+    def limited(self, number: int, info: RateInfo, now: float) -> bool:
+        """A call was refused with a 429: halve the window (once for the calls sent together)
+        and send nothing until the provider says to. Returns whether the window was cut."""
+        self.in_flight = max(0, self.in_flight - 1)
+        self.limited_count += 1
+        self.slow_start = False
+        self._learn(info, now)
+        hold = info.retry_after
+        if hold is None and info.requests is not None and info.requests.remaining < 1:
+            hold = info.requests.reset
+        self.not_before = max(self.not_before, now + (DEFAULT_HOLD if hold is None else hold))
+        if number <= self.cut_after:
+            return False
+        self.size = max(1.0, self.size / 2)
+        self.cut_after = self.sent
+        self.cuts += 1
+        return True
+
+    def failed(self) -> None:
+        """A call ended without an answer that says anything about the rate limit."""
+        self.in_flight = max(0, self.in_flight - 1)
+
+
+# --------------------------------------------------------------------------- on the event loop
+
+
+def identity(family: str, base_url: str, api_key: str | None) -> str:
+    """The key a limiter is filed under: two API keys are two rate limits. Never shown."""
+    digest = hashlib.sha256((api_key or "").encode()).hexdigest()[:16]
+    return f"{family}|{base_url}|{digest}"
+
+
+@dataclass(frozen=True)
+class Ticket:
+    number: int
+    waited: float  # seconds spent waiting for room
+
+
+@dataclass
+class Limiter:
+    """One provider's window on the event loop. `name` is what logs show (no key in it)."""
+
+    name: str
+    ceiling: int
+    start: int = START
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    window: Window = field(init=False)
+    waited: float = 0.0
+    _wake: asyncio.Event | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.window = Window(self.ceiling, float(self.start))
+
+    def _notify(self) -> None:
+        if self._wake is not None:
+            wake, self._wake = self._wake, None
+            wake.set()
+
+    async def acquire(self) -> Ticket:
+        """Wait for room, then book the call; cancelled while waiting, nothing is booked."""
+        started = now = self.clock()
+        while True:
+            delay = self.window.delay(now)
+            if delay == 0.0:
+                waited = now - started
+                self.waited += waited
+                return Ticket(self.window.send(now), waited)
+            if self._wake is None:
+                self._wake = asyncio.Event()
+            wake = self._wake
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay)
+            now = self.clock()
+
+    def answered(self, ticket: Ticket, headers: Mapping[str, str], tokens: int = 0) -> None:
+        before = self.window.size
+        self.window.answered(parse_headers(headers, self.wall()), self.clock(), tokens)
+        if int(self.window.size) != int(before):
+            log.debug("%s: window %d -> %d", self.name, int(before), int(self.window.size))
+        self._notify()
+
+    def limited(
+        self, ticket: Ticket, headers: Mapping[str, str], retry_after: float | None = None
+    ) -> None:
+        info = parse_headers(headers, self.wall())
+        if retry_after is not None and info.retry_after is None:
+            info = RateInfo(info.requests, info.tokens, retry_after)
+        before = self.window.size
+        if self.window.limited(ticket.number, info, self.clock()):
+            log.info(
+                "%s: rate limited (429): window %d -> %d, holding %.2f s",
+                self.name,
+                int(before),
+                self.window.limit,
+                max(0.0, self.window.not_before - self.clock()),
+            )
+        self._notify()
+
+    def failed(self, ticket: Ticket) -> None:
+        self.window.failed()
+        self._notify()

@@ -1,0 +1,238 @@
+"""Adaptive concurrency, the pure part: header parsing and the AIMD window, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from pytest_llmtool.ratelimit import (
+    START,
+    Bucket,
+    Limiter,
+    RateInfo,
+    Window,
+    identity,
+    parse_duration,
+    parse_headers,
+)
+
+WALL = 1_700_000_000.0
+
+
+def _rfc3339(seconds_after_wall: float) -> str:
+    moment = datetime.fromtimestamp(WALL + seconds_after_wall, UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5", 0.5)],
+)
+def test_durations_as_openai_writes_them(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "soon", "1x", "-1s"])
+def test_a_duration_that_is_not_one_is_none(text: str) -> None:
+    assert parse_duration(text) is None
+
+
+def test_anthropic_headers() -> None:
+    info = parse_headers(
+        {
+            "Anthropic-RateLimit-Requests-Limit": "50",
+            "anthropic-ratelimit-requests-remaining": "10",
+            "anthropic-ratelimit-requests-reset": _rfc3339(48),
+            "anthropic-ratelimit-tokens-limit": "80000",
+            "anthropic-ratelimit-tokens-remaining": "60000",
+            "anthropic-ratelimit-input-tokens-remaining": "20000",
+            "anthropic-ratelimit-output-tokens-remaining": "70000",
+            "retry-after": "3",
+        },
+        wall=WALL,
+    )
+    assert info.requests == Bucket(remaining=10, limit=50, reset=pytest.approx(48))
+    assert info.requests.refill_rate == pytest.approx(40 / 48)
+    assert info.tokens is not None and info.tokens.remaining == 20000  # the tightest
+    assert info.retry_after == 3
+
+
+def test_openai_headers() -> None:
+    info = parse_headers(
+        {
+            "x-ratelimit-limit-requests": "5000",
+            "x-ratelimit-remaining-requests": "4999",
+            "x-ratelimit-reset-requests": "12ms",
+            "x-ratelimit-limit-tokens": "160000",
+            "x-ratelimit-remaining-tokens": "159976",
+            "x-ratelimit-reset-tokens": "6m0s",
+            "retry-after-ms": "250",
+        }
+    )
+    assert info.requests == Bucket(remaining=4999, limit=5000, reset=pytest.approx(0.012))
+    assert info.tokens == Bucket(remaining=159976, limit=160000, reset=360.0)
+    assert info.retry_after == 0.25
+
+
+def test_no_or_garbled_headers_say_nothing() -> None:
+    assert parse_headers({}).empty
+    garbled = {"x-ratelimit-remaining-requests": "lots", "anthropic-ratelimit-requests-reset": "x"}
+    assert parse_headers(garbled).empty
+
+
+def test_the_identity_keeps_no_key() -> None:
+    key = "sk-secret-123"
+    ident = identity("openai", "http://h/v1", key)
+    assert key not in ident
+    assert ident != identity("openai", "http://h/v1", "another key")
+    assert Limiter("openai http://h/v1", 8).name == "openai http://h/v1"
+
+
+def _grow(window: Window, answers: int, info: RateInfo | None = None) -> None:
+    for _ in range(answers):
+        window.send(0.0)
+        window.answered(info or RateInfo(), 0.0)
+
+
+def test_the_window_starts_modest_grows_while_there_is_room_and_never_passes_the_ceiling() -> None:
+    window = Window(ceiling=64)
+    assert window.limit == START
+    _grow(window, 10)
+    assert window.limit == START + 10  # slow start: one per answer
+    _grow(window, 500)
+    assert window.limit == window.peak == 64
+    assert Window(ceiling=2).limit == 2  # a ceiling below the start wins
+
+
+def test_headers_showing_no_room_stop_the_growth_and_leave_slow_start() -> None:
+    window = Window(ceiling=64)
+    tight = RateInfo(requests=Bucket(remaining=3, limit=50, reset=10))
+    _grow(window, 5, tight)
+    assert window.limit == START and not window.slow_start
+    roomy = RateInfo(requests=Bucket(remaining=1000, limit=1000, reset=0))
+    _grow(window, 2 * START, roomy)  # additive increase: about one per window of answers
+    assert window.limit == START + 1
+
+
+def test_a_429_halves_the_window_once_per_burst_and_holds_every_send() -> None:
+    window = Window(ceiling=64, size=16)
+    numbers = [window.send(0.0) for _ in range(16)]
+    assert window.delay(0.0) is None  # full: only an answer makes room
+    assert window.limited(numbers[0], RateInfo(retry_after=2.0), now=10.0)
+    assert window.limit == 8
+    # The other calls of the same burst come back refused too: one signal, one cut.
+    assert not window.limited(numbers[1], RateInfo(retry_after=2.0), now=10.1)
+    assert window.limit == 8 and window.cuts == 1 and window.limited_count == 2
+    for _ in numbers[2:]:
+        window.failed()
+    assert window.delay(11.0) == pytest.approx(1.1)  # retry-after honoured from the last 429
+    assert window.delay(12.1) == 0.0
+    later = window.send(12.1)
+    assert window.limited(later, RateInfo(), now=13.0)  # a call sent after the cut cuts again
+    assert window.limit == 4
+    assert window.delay(13.5) == pytest.approx(0.5)  # no retry-after: a second's hold
+
+
+def test_the_window_never_goes_below_one() -> None:
+    window = Window(ceiling=8, size=1)
+    number = window.send(0.0)
+    window.limited(number, RateInfo(retry_after=0), now=0.0)
+    assert window.limit == 1
+
+
+def test_an_empty_bucket_is_waited_for_at_its_refill_rate() -> None:
+    window = Window(ceiling=8)
+    window.send(0.0)
+    # 0 requests left of 10, full again in 2 s: one comes back every 0.2 s.
+    window.answered(RateInfo(requests=Bucket(remaining=0, limit=10, reset=2.0)), now=5.0)
+    assert window.delay(5.0) == pytest.approx(0.2)
+    assert window.delay(5.2) == 0.0
+    window.send(5.2)  # takes that request: the next one is another 0.2 s away
+    assert window.delay(5.2) == pytest.approx(0.2)
+
+
+def test_calls_in_flight_count_against_what_the_headers_say_remains() -> None:
+    window = Window(ceiling=8)
+    for _ in range(3):
+        window.send(0.0)
+    window.answered(RateInfo(requests=Bucket(remaining=2, limit=10, reset=8.0)), now=0.0)
+    # Two still in flight may not be counted yet: nothing is left for a third.
+    assert window.delay(0.0) == pytest.approx(1.0)  # refilling 8 in 8 s
+
+
+def test_a_token_limit_holds_calls_by_their_usual_size() -> None:
+    window = Window(ceiling=8)
+    window.send(0.0)
+    info = RateInfo(tokens=Bucket(remaining=500, limit=60000, reset=59.5))
+    window.answered(info, now=0.0, tokens=1000)
+    assert window.tokens_per_call == 1000
+    assert window.delay(0.0) == pytest.approx(0.5)  # 500 more tokens at 1000 a second
+
+
+def test_the_limiter_makes_calls_wait_for_room_and_says_how_long() -> None:
+    async def go() -> tuple[list[float], Limiter]:
+        limiter = Limiter("fake", ceiling=8, start=1)
+        first = await limiter.acquire()
+        assert first.waited == 0.0
+
+        async def release_soon() -> None:
+            await asyncio.sleep(0.05)
+            limiter.answered(first, {})
+
+        releaser = asyncio.create_task(release_soon())
+        second = await limiter.acquire()
+        await releaser
+        limiter.failed(second)
+        return [first.waited, second.waited], limiter
+
+    waits, limiter = asyncio.run(go())
+    assert waits[1] >= 0.04
+    assert limiter.waited == pytest.approx(sum(waits))
+    assert limiter.window.in_flight == 0
+
+
+def test_a_call_cancelled_while_waiting_books_nothing() -> None:
+    async def go() -> Limiter:
+        limiter = Limiter("fake", ceiling=1)
+        held = await limiter.acquire()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(limiter.acquire(), 0.02)
+        limiter.answered(held, {})
+        return limiter
+
+    limiter = asyncio.run(go())
+    assert limiter.window.in_flight == 0 and limiter.window.sent == 1
+
+
+def test_a_429_reaches_the_limiter_through_the_retry_logic() -> None:
+    from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
+
+    class RateLimited(Exception):
+        status_code = 429
+
+    async def go() -> tuple[int, float, Limiter]:
+        limiter = Limiter("fake", ceiling=8)
+        calls = 0
+
+        async def attempt() -> Answer[str]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise RateLimited("slow down")
+            return Answer("ok", {"x-ratelimit-remaining-requests": "99"})
+
+        policy = RetryPolicy(max_attempts=3, backoff=0.01)
+        sent = await call_limited(attempt, policy, "KEY", limiter)
+        return sent.retries, sent.wait_ms, limiter
+
+    with pytest.MonkeyPatch.context() as mp:
+        import pytest_llmtool.agents.retry as retry
+
+        mp.setattr(retry, "classify", lambda exc, key: retry.Verdict(True, "429", 0.05))
+        retries, wait_ms, limiter = asyncio.run(go())
+    assert retries == 1
+    assert limiter.window.cuts == 1 and limiter.window.limited_count == 1
+    assert limiter.window.in_flight == 0 and limiter.window.requests is not None
+    assert wait_ms >= 0
