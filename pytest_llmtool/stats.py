@@ -66,6 +66,11 @@ class Interval:
         return self.low <= value <= self.high
 
 
+def share(numerator: float, denominator: float) -> float:
+    """A plain ratio for a summary (a rate, a mean per task); 0 when there is nothing to divide."""
+    return numerator / denominator if denominator else 0.0
+
+
 def t95(df: int) -> float:
     """The two-sided 95% quantile: Student's t below 30 degrees of freedom, normal above."""
     if df < 1:

@@ -18,6 +18,7 @@ from pytest_llmtool.records import (
     HealthCriterion,
     TaskResult,
 )
+from pytest_llmtool.stats import share
 from pytest_llmtool.trials import attempt_of
 
 # Friction thresholds: seed 000's "Interpreting Results" section, made concrete.
@@ -39,11 +40,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
-
-
-def _rate(score: float, max_score: float, tasks: int) -> float:
+def weighted_rate(score: float, max_score: float, tasks: int) -> float:
     """Weighted rate; like `TaskScore.rate`, nothing to lose counts as full marks."""
     if not tasks:
         return 0.0
@@ -80,28 +77,28 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
         category.score += score.score
         category.max_score += score.max_score
     n = s.total_tasks
-    s.overall_rate = _rate(s.total_score, s.total_max_score, n)
-    s.pass_rate = _ratio(s.total_passed, n)
+    s.overall_rate = weighted_rate(s.total_score, s.total_max_score, n)
+    s.pass_rate = share(s.total_passed, n)
     s.tool_calls_error = s.total_tool_calls - s.tool_calls_ok
-    s.tool_call_success_rate = _ratio(s.tool_calls_ok, s.total_tool_calls)
-    s.avg_turns_per_task = _ratio(s.total_turns, n)
-    s.avg_tool_calls_per_task = _ratio(s.total_tool_calls, n)
-    s.avg_duration_ms = _ratio(s.total_duration_ms, n)
-    s.mean_base_context = _ratio(s.mean_base_context, n)
-    s.mean_context_growth_avg = _ratio(s.mean_context_growth_avg, n)
+    s.tool_call_success_rate = share(s.tool_calls_ok, s.total_tool_calls)
+    s.avg_turns_per_task = share(s.total_turns, n)
+    s.avg_tool_calls_per_task = share(s.total_tool_calls, n)
+    s.avg_duration_ms = share(s.total_duration_ms, n)
+    s.mean_base_context = share(s.mean_base_context, n)
+    s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
     for name, category in categories.items():
-        category.rate = _rate(category.score, category.max_score, category.tasks)
+        category.rate = weighted_rate(category.score, category.max_score, category.tasks)
         _add_intervals(category, [r for r in results if r.category == name])
     s.by_category = dict(sorted(categories.items()))
     _add_intervals(s, results)
     s.tool_call_success_ci = intervals.ratio(
-        _by_task(results, lambda r: (r.trace.tool_calls_ok, r.trace.tool_call_count))
+        by_task(results, lambda r: (r.trace.tool_calls_ok, r.trace.tool_call_count))
     )
     s.healthy_profile = healthy_profile(s)
     return s
 
 
-def _by_task(results: list[TaskResult], value: Callable[[TaskResult], T]) -> dict[str, list[T]]:
+def by_task(results: list[TaskResult], value: Callable[[TaskResult], T]) -> dict[str, list[T]]:
     """Per task (its node id without the trial suffix), the values of its attempts."""
     grouped: dict[str, list[T]] = defaultdict(list)
     for r in results:
@@ -112,8 +109,8 @@ def _by_task(results: list[TaskResult], value: Callable[[TaskResult], T]) -> dic
 def _add_intervals(summary: EvalSummary | CategorySummary, results: list[TaskResult]) -> None:
     """Intervals over tasks, not attempts or checks: the pass rate, and the weighted rate as
     the ratio of summed scores to summed max scores (the figure printed)."""
-    rate_ci = intervals.ratio(_by_task(results, lambda r: (r.score.score, r.score.max_score)))
-    pass_ci = intervals.pass_rate(_by_task(results, lambda r: r.passed))
+    rate_ci = intervals.ratio(by_task(results, lambda r: (r.score.score, r.score.max_score)))
+    pass_ci = intervals.pass_rate(by_task(results, lambda r: r.passed))
     if isinstance(summary, EvalSummary):
         summary.overall_rate_ci, summary.pass_rate_ci = rate_ci, pass_ci
     else:

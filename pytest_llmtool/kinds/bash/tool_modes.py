@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from pytest_llmtool import intervals
 from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
+from pytest_llmtool.kinds.bash.summary import by_task, weighted_rate
 from pytest_llmtool.outcomes import task_of
 from pytest_llmtool.records import (
     TOOL_MODES,
@@ -22,18 +23,13 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report.markdown import markdown_note, table
 from pytest_llmtool.report.terminal import format_table
-from pytest_llmtool.trials import attempt_of
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
+from pytest_llmtool.stats import share
 
 
 def summarize(results: list[TaskResult], errors: int = 0) -> ToolModeSummary:
     """One model's items of one mode."""
     s = ToolModeSummary(tasks=len(results), errors=errors)
     score = max_score = 0.0
-    attempts: dict[str, list[bool]] = defaultdict(list)
     for r in results:
         trace = r.trace
         s.passed += r.passed
@@ -53,14 +49,13 @@ def summarize(results: list[TaskResult], errors: int = 0) -> ToolModeSummary:
             s.discover_calls += r.scripting.inner_discover
             s.raw_tool_output_bytes += r.scripting.raw_tool_output_bytes
             s.tool_output_sent_bytes += r.scripting.tool_output_sent_bytes
-        attempts[attempt_of(r)].append(r.passed)
     n = s.tasks
-    s.pass_rate = _ratio(s.passed, n)
-    s.pass_rate_ci = intervals.pass_rate(attempts)
-    s.overall_rate = (score / max_score if max_score else 1.0) if n else 0.0
-    s.avg_turns = _ratio(s.total_turns, n)
-    s.avg_tool_calls = _ratio(s.total_tool_calls, n)
-    s.avg_tokens = _ratio(s.total_input_tokens + s.total_output_tokens, n)
+    s.pass_rate = share(s.passed, n)
+    s.pass_rate_ci = intervals.pass_rate(by_task(results, lambda r: r.passed))
+    s.overall_rate = weighted_rate(score, max_score, n)
+    s.avg_turns = share(s.total_turns, n)
+    s.avg_tool_calls = share(s.total_tool_calls, n)
+    s.avg_tokens = share(s.total_input_tokens + s.total_output_tokens, n)
     return s
 
 

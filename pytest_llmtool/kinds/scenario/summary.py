@@ -7,15 +7,12 @@ from typing import Any
 
 from pytest_llmtool import intervals
 from pytest_llmtool.records import ScenarioResult, ScenarioSummary
+from pytest_llmtool.stats import share
 from pytest_llmtool.trials import attempt_of
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
 
 
 def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
@@ -41,8 +38,8 @@ def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
     s.judged = len(judge_scores)
     s.mean_judge_score = _mean(judge_scores)
     s.mean_composite_score = _mean(composites)
-    s.mean_first_try_success_rate = _ratio(s.mean_first_try_success_rate, len(results))
-    s.mean_iteration_ratio = _ratio(s.mean_iteration_ratio, len(results))
+    s.mean_first_try_success_rate = share(s.mean_first_try_success_rate, len(results))
+    s.mean_iteration_ratio = share(s.mean_iteration_ratio, len(results))
     # Over scenario items (a scenario under one guidance document), attempts clustered.
     passes: dict[str, list[bool]] = defaultdict(list)
     gates: dict[str, list[tuple[float, float]]] = defaultdict(list)
