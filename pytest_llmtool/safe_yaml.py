@@ -17,10 +17,12 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from pytest_llmtool.untrusted import undecodable, wide_encoding
+from pytest_llmtool.untrusted import shorten, undecodable, wide_encoding
 
 # Values a document may hold once every alias is expanded: a scenario has a few hundred.
 MAX_EXPANDED_NODES = 100_000
+# Longest single problem a task file's error shows: schema messages quote the offending value.
+MAX_PROBLEM = 300
 _FLOAT = "tag:yaml.org,2002:float"
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -35,6 +37,21 @@ def key_path(parts: Iterable[Any]) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
+
+
+def schema_problems(schema: dict[str, Any], data: Any) -> list[str]:
+    """Where a task file breaks its JSON Schema, `key.path: message` each, in document order."""
+    import jsonschema  # only where a YAML kind's file is found
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
+    return [f"{key_path(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def one_problem(problems: list[str]) -> str:
+    """A task file's problems as its item's one error: the first three, each shortened."""
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(shorten(problem, MAX_PROBLEM) for problem in problems[:3]) + more
 
 
 def load_yaml(text: str) -> Any:

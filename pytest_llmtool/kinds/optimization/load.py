@@ -15,14 +15,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_llmtool.safe_yaml import Unreadable, key_path, read_yaml_file
+from pytest_llmtool.safe_yaml import (
+    MAX_PROBLEM,
+    Unreadable,
+    one_problem,
+    read_yaml_file,
+    schema_problems,
+)
 from pytest_llmtool.untrusted import nonprinting, shorten
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
-_MAX_PROBLEM = 300
 
 
 def looks_like_optimization(path: Path) -> bool:
@@ -102,10 +106,9 @@ def _inside(base: Path, value: str, where: str, want_dir: bool) -> str | None:
 
 
 def _problems(data: Any, base: Path) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
+    errors = schema_problems(schema(), data)
     if errors:
-        return [f"{key_path(e.absolute_path)}: {e.message}" for e in errors]
+        return errors
     task = data["optimization"]
     problems = [
         f"optimization.{where}: {problem}"
@@ -128,11 +131,10 @@ def load_task(path: Path) -> OptimizationTask | str:
     """The task of `path`, or one message saying what is wrong with it."""
     data = read_yaml_file(path)
     if isinstance(data, Unreadable):
-        return shorten(data.message, _MAX_PROBLEM)
+        return shorten(data.message, MAX_PROBLEM)
     problems = _problems(data, path.parent)
     if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return "; ".join(shorten(p, _MAX_PROBLEM) for p in problems[:3]) + more
+        return one_problem(problems)
     task = data["optimization"]
     base = path.parent
     solution = task["solution"]

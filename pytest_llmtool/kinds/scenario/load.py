@@ -15,13 +15,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pytest_llmtool.judge import load_rubric
 from pytest_llmtool.kinds.scenario.gates import Gate
 from pytest_llmtool.kinds.scenario.interaction import compile_pattern
-from pytest_llmtool.safe_yaml import Unreadable, key_path, read_yaml_file
+from pytest_llmtool.safe_yaml import (
+    MAX_PROBLEM,
+    Unreadable,
+    one_problem,
+    read_yaml_file,
+    schema_problems,
+)
 from pytest_llmtool.untrusted import nonprinting, shorten
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
@@ -47,8 +52,6 @@ UNSUPPORTED = {
     "cost": "use --llm-max-cost",
     "docs": "put documentation in the template folder or use `guidance`",
 }
-# Longest single problem we print: schema messages quote the offending value.
-_MAX_PROBLEM = 300
 _GATES: TypeAdapter[list[Gate]] = TypeAdapter(list[Gate])
 
 
@@ -140,12 +143,6 @@ def _premigration(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _schema_problems(data: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.message))
-    return [f"{key_path(e.absolute_path)}: {e.message}" for e in errors]
-
-
 def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
     problems = []
     target = data["target"]
@@ -230,16 +227,14 @@ def _binary_problems(base: Path, binary: str) -> list[str]:
 def load_scenario(path: Path) -> Scenario | ScenarioProblem:
     data = read_yaml_file(path)
     if isinstance(data, Unreadable):
-        return ScenarioProblem(shorten(data.message, _MAX_PROBLEM))
+        return ScenarioProblem(shorten(data.message, MAX_PROBLEM))
     if not isinstance(data, dict):
         return ScenarioProblem("(top level): a scenario is a mapping of keys")
-    problems = _premigration(data) or _schema_problems(data)
+    problems = _premigration(data) or schema_problems(schema(), data)
     if not problems:
         problems = _semantic_problems(data, path.parent)
     if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        shown = [shorten(problem, _MAX_PROBLEM) for problem in problems[:3]]
-        return ScenarioProblem("; ".join(shown) + more)
+        return ScenarioProblem(one_problem(problems))
     return _build(data, path)
 
 
