@@ -56,9 +56,7 @@ def task_of(nodeid: str, trial: int) -> str:
 
 
 def _usage(trace: AgentTrace | None, result: ItemResult) -> CallUsage:
-    usage = CallUsage()
-    usage.add([*(trace.llm_calls if trace else []), *result.judge_calls])
-    return usage
+    return CallUsage.of([*(trace.llm_calls if trace else []), *result.judge_calls])
 
 
 def _task(result: TaskResult) -> Outcome:

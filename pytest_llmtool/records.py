@@ -444,6 +444,12 @@ class CallUsage(BaseModel):
     retries: int = 0
     cost_usd: float | None = None
 
+    @classmethod
+    def of(cls, calls: list[LLMCallMetrics]) -> CallUsage:
+        usage = cls()
+        usage.add(calls)
+        return usage
+
     def add(self, calls: list[LLMCallMetrics]) -> None:
         for call in calls:
             self.calls += 1
@@ -514,8 +520,7 @@ class EvalSummary(BaseModel):
     def add_judge_calls(self, calls: list[LLMCallMetrics]) -> None:
         """Count judge calls in the totals and in `judge`."""
         self.judge.add(calls)
-        spent = CallUsage()
-        spent.add(calls)
+        spent = CallUsage.of(calls)
         self.total_input_tokens += spent.input_tokens
         self.total_output_tokens += spent.output_tokens
         self.total_cache_read_tokens += spent.cache_read_tokens

@@ -22,7 +22,7 @@ import pytest
 from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.compat import item_tmp_path
 from pytest_llmtool.kinds import Columns, Kind, Problem
-from pytest_llmtool.records import ErrorRecord, EvalReport, ScenarioResult
+from pytest_llmtool.records import CallUsage, ErrorRecord, EvalReport, ScenarioResult
 from pytest_llmtool.untrusted import wide_encoding
 
 if TYPE_CHECKING:
@@ -157,8 +157,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         score = ev.composite_score
         if score is None:  # no judge: the share of gates passed
             score = ev.gates_passed / ev.gates_total if ev.gates_total else None
-        calls = [*(trace.llm_calls if trace else []), *result.judge_calls]
-        priced = [c.cost_usd for c in calls if c.cost_usd is not None]
+        usage = CallUsage.of([*(trace.llm_calls if trace else []), *result.judge_calls])
         return Columns(
             score=score,
             score_text=f"{ev.gates_passed}/{ev.gates_total} gates"
@@ -166,8 +165,8 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
             turns=trace.turns if trace else None,
             calls_ok=ev.interaction.total_commands - ev.interaction.error_count,
             calls_error=ev.interaction.error_count,
-            tokens=sum(c.input_tokens + c.output_tokens for c in calls) if calls else None,
-            cost_usd=sum(priced) if priced else None,
+            tokens=usage.input_tokens + usage.output_tokens if usage.calls else None,
+            cost_usd=usage.cost_usd,
         )
 
     def html_details(self, result: ScenarioResult) -> list[str]:
