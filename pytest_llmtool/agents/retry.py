@@ -79,9 +79,7 @@ def _headers(exc: BaseException) -> Mapping[str, str]:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
+    headers = _headers(exc)
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
             return float(ms) / 1000
