@@ -74,10 +74,23 @@ def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[
     )
     # 47 bash tasks, 4 scripting-tool tasks in 2 tool modes, 5 scenario items (one scenario
     # compares two guidance files) and 3 optimization tasks, each once per model: the oracle
-    # replays every reference solution, nop does nothing (its speedup stays below the tasks'
-    # min_speedup of 1.5).
-    result.assert_outcomes(passed=63, failed=63)
+    # replays every reference solution, nop does nothing. nop's speedup is measured: near 1x,
+    # but on sub-millisecond benchmarks noise now and then lifts it above the tasks'
+    # min_speedup of 1.5, and that item then passes, as its recorded speedup says it should.
     report = _closed_valid(pytester)
+    lucky = [
+        r["task_id"]
+        for r in report["optimization_results"]
+        if r["agent"] == "nop:nop"
+        and r["metrics"]["success"]
+        and r["metrics"]["task_speedup"] > r["min_speedup"]
+    ]
+    result.assert_outcomes(passed=63 + len(lucky), failed=63 - len(lucky))
+    assert all(
+        r["metrics"]["success"] and r["metrics"]["task_speedup"] > 1.5
+        for r in report["optimization_results"]
+        if r["agent"] == "oracle:oracle"
+    )
     counts = (len(report["results"]), len(report["scenarios"]), len(report["optimization_results"]))
     assert (counts, report["errors"]) == ((110, 10, 6), [])
     assert set(report["tool_modes"]) == {"oracle", "nop"}
