@@ -139,7 +139,8 @@ async def run_agent_loop(
                 budget=budget,
             )
             try:
-                response, metrics = await asyncio.wait_for(pending, remaining)
+                async with asyncio.timeout(remaining):  # see call_limited: not wait_for
+                    response, metrics = await pending
             except TimeoutError:
                 _abandoned(log, trace.turns)
                 trace.timed_out = True

@@ -521,3 +521,30 @@ def test_a_hung_call_gives_up_within_the_retry_budget() -> None:
     policy = RetryPolicy(max_attempts=100, max_seconds=0.2, backoff=0.0, call_timeout=300)
     with pytest.raises(ProviderError, match=r"gave up after 1 attempts .* no answer within 0\.2 s"):
         asyncio.run(call_with_retries(attempt, policy, "FAKE_KEY"))
+
+
+def test_a_deadline_stops_a_call_whose_every_attempt_fails_at_once() -> None:
+    # On Python 3.11 `asyncio.wait_for` around each attempt lost the caller's cancellation
+    # when an attempt failed in the same tick, and the retries ran on to their own limit.
+    attempts = 0
+
+    async def attempt() -> str:
+        nonlocal attempts
+        attempts += 1
+        raise ValueError("HTTP 503 from the fake provider")
+
+    async def go() -> int:
+        policy = RetryPolicy(max_attempts=10**9, max_seconds=3600, backoff=0.0, max_delay=0.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(call_with_retries(attempt, policy, "FAKE_KEY"), 0.05)
+        stopped_at = attempts
+        await asyncio.sleep(0.05)
+        return attempts - stopped_at
+
+    for _ in range(5):
+        assert asyncio.run(go()) == 0
+
+
+def test_the_backoff_of_a_very_late_attempt_is_still_a_number() -> None:
+    policy = RetryPolicy(max_attempts=10**9, max_seconds=3600, backoff=0.5, max_delay=8.0)
+    assert policy.delay(5000, None) == 8.0

@@ -47,7 +47,8 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return retry_after
-        return float(min(self.max_delay, self.backoff * 2 ** (attempt - 1)))
+        # The exponent is capped: 2 ** 1100 does not fit a float, and the delay is capped anyway.
+        return float(min(self.max_delay, self.backoff * 2.0 ** min(attempt - 1, 60)))
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,10 @@ async def call_limited(
         remaining = policy.max_seconds - (time.monotonic() - started)
         limit = min(policy.call_timeout, remaining)
         try:
-            answer = await asyncio.wait_for(call(), max(limit, 0.001))
+            # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a caller's
+            # cancellation when the attempt fails at the same moment, and the retries run on.
+            async with asyncio.timeout(max(limit, 0.001)):
+                answer = await call()
         except TimeoutError as exc:
             verdict = Verdict(True, f"no answer within {limit:.3g} s")
             cause: Exception = exc
