@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.outcomes import outcomes
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.report import Writer
+from pytest_llmtool.report import Writer, report_json
 from pytest_llmtool.stats import wilson
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                 len(rows),
                 meta.plugin,
                 report.schema_version,
-                report.model_dump_json(),
+                "".join(report_json(report)),
             ),
         )
         run_id = cursor.lastrowid

@@ -79,6 +79,13 @@ class JournalWriter:
     def append(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
         self._write({"type": kind, "nodeid": nodeid, "data": data})
 
+    def append_json(self, kind: str, nodeid: str, data: str) -> None:
+        """`append`, with `data` already as JSON text (the controller has it so)."""
+        assert self._file is not None, "journal already closed"
+        head = json.dumps({"type": kind, "nodeid": nodeid}, ensure_ascii=False)
+        self._file.write(f'{head[:-1]}, "data": {data}}}\n')
+        self._file.flush()
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_llmtool import hookspecs
 from pytest_llmtool.budget import Budget
+from pytest_llmtool.compact import ReportSharing
 from pytest_llmtool.gate import GATE_KEY, RegressionGate
 from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.items import LlmFile
@@ -111,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(HtmlReport(controller), "llmtool-html")
     if controller is not None:
         config.pluginmanager.register(controller, "llmtool-controller")
+        config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
         if settings.baseline is not None:
             gate = RegressionGate(settings.baseline, settings.history, settings.fail_on_regression)
             config.pluginmanager.register(gate, "llmtool-gate")

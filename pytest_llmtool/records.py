@@ -10,6 +10,7 @@ reads as the upstream ones do. Everything here is JSON-native: it travels on pyt
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -905,12 +906,12 @@ class EvalReport(BaseModel):
     metadata: RunMetadata
     summary: EvalSummary = Field(default_factory=EvalSummary)
     by_model: dict[str, EvalSummary] = Field(default_factory=dict)
-    results: list[TaskResult] = Field(default_factory=list)
+    results: Sequence[TaskResult] = Field(default_factory=list)
     # Scripting-tool tasks: model -> tool mode -> its items' numbers; the paired scripted
     # against baseline comparison of each model is in `comparisons` (subject `tool_mode`).
     tool_modes: dict[str, dict[str, ToolModeSummary]] = Field(default_factory=dict)
     errors: list[ErrorRecord] = Field(default_factory=list)
-    scenarios: list[ScenarioResult] = Field(default_factory=list)
+    scenarios: Sequence[ScenarioResult] = Field(default_factory=list)
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
     # With --llm-trials above 1: kind name -> model -> statistics of the repeated attempts.
     trials: dict[str, dict[str, TrialSummary]] = Field(default_factory=dict)
@@ -918,7 +919,7 @@ class EvalReport(BaseModel):
     comparisons: list[Comparison] = Field(default_factory=list)
     # With two or more models: kind name -> cross-model diagnostics.
     diagnostics: dict[str, Diagnostics] = Field(default_factory=dict)
-    optimization_results: list[OptimizationResult] = Field(default_factory=list)
+    optimization_results: Sequence[OptimizationResult] = Field(default_factory=list)
     # FC-Eval's run-level summary of the optimization tasks, by `agent:model`.
     optimization: OptimizationRunSummary | None = None
     # Sections of kinds added by other plugins, by kind name.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import json
 import platform
 import shutil
 from collections.abc import Generator
@@ -30,6 +31,7 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
 from pytest_llmtool.report import Writer
 from pytest_llmtool.state import STATE_KEY
+from pytest_llmtool.store import ResultStore
 from pytest_llmtool.trials import kind_trials
 
 SPEND_DIR_KEY = "llmtool_spend_dir"
@@ -114,7 +116,10 @@ class Controller:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.kinds: list[Kind[Any, Any]] = config.stash[KINDS_KEY]
-        self.results: dict[str, list[ItemResult]] = {kind.name: [] for kind in self.kinds}
+        # Compressed, decoded as read (`store.py`): a 100k-task run fits in memory.
+        self.results: dict[str, ResultStore[ItemResult]] = {
+            kind.name: ResultStore(kind.result_type) for kind in self.kinds
+        }
         self.errors: list[ErrorRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.report: EvalReport | None = None
@@ -136,14 +141,15 @@ class Controller:
         }
         self.journal = JournalWriter(path, header, seed)
 
-    def _record(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
-        """Journal a finished item at once, so that even a killed run keeps it. The journal
-        is started by the first one: a run without LLM items leaves the last journal be."""
+    def _record(self, kind: str, nodeid: str, data: str) -> None:
+        """Journal a finished item (its JSON) at once, so that even a killed run keeps it.
+        The journal is started by the first one: a run without LLM items leaves the last
+        journal be."""
         if self.journal is None:
             self._open_journal([])
             if self.journal is None:
                 return
-        self.journal.append(kind, nodeid, data)
+        self.journal.append_json(kind, nodeid, data)
 
     def resume(self, finished: list[tuple[JournalEntry, ItemResult]], started: dt.datetime) -> None:
         """`--llm-resume`: an earlier run's finished results become this run's, from the
@@ -159,16 +165,16 @@ class Controller:
         # After every other plugin, and journalled last: an interrupt landing in the middle
         # may cost the journal a line, but what is journalled is in JUnit and the report too.
         # Taken off the report: pytest keeps every report to the end, and one copy of each
-        # result (with its whole trace) is enough.
+        # result (with its whole trace) is enough, kept as the JSON it came as.
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
-            kind = next(k for k in self.kinds if k.name == carried["kind"])
-            self.results[kind.name].append(kind.result_type.model_validate(carried["data"]))
-            self._record(kind.name, report.nodeid, carried["data"])
+            text = json.dumps(carried["data"], ensure_ascii=False)
+            self.results[carried["kind"]].append_json(text)
+            self._record(carried["kind"], report.nodeid, text)
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
-            self._record("error", report.nodeid, error)
+            self._record("error", report.nodeid, json.dumps(error, ensure_ascii=False))
 
     def _metadata(self, exitstatus: int) -> RunMetadata:
         settings = self.config.stash[STATE_KEY].settings
@@ -197,7 +203,8 @@ class Controller:
             for name, value in kind.report_fields(self.results[kind.name], own_errors).items():
                 if name in kind.report_keys:
                     fields[name] = value
-                else:
+                else:  # a plugin's section holds what it returned, in full
+                    value = list(value) if isinstance(value, ResultStore) else value
                     fields.setdefault("extensions", {}).setdefault(kind.name, {})[name] = value
         settings = self.config.stash[STATE_KEY].settings
         if settings.trials > 1:
@@ -208,9 +215,16 @@ class Controller:
                 if self.results[kind.name]
             }
         budget = self.config.stash[STATE_KEY].budget.summary()
+        # A kind's stored results go in as they are: validating them would decode them all.
+        stored = {k: v for k, v in fields.items() if isinstance(v, ResultStore)}
         report = EvalReport(
-            metadata=self._metadata(exitstatus), errors=self.errors, budget=budget, **fields
+            metadata=self._metadata(exitstatus),
+            errors=self.errors,
+            budget=budget,
+            **{k: v for k, v in fields.items() if k not in stored},
         )
+        for name, results in stored.items():
+            setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.
         report.comparisons = comparisons(report)
         report.diagnostics = diagnostics(report)

@@ -10,7 +10,7 @@ third-party plugin adds one without touching this package.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
@@ -121,7 +121,7 @@ class Kind(ABC, Generic[W, R]):
         """Why a finished item failed; its first line stands alone in pytest's short summary."""
 
     @abstractmethod
-    def report_fields(self, results: list[R], errors: list[ErrorRecord]) -> dict[str, Any]:
+    def report_fields(self, results: Sequence[R], errors: list[ErrorRecord]) -> dict[str, Any]:
         """This kind's part of the run report, from its results and its own errors: the
         `report_keys` fields, and any other names as its section of `extensions`."""
 

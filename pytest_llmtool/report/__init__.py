@@ -8,13 +8,16 @@ disk, once for the lines of the terminal summary.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.markdown import markdown_report
 from pytest_llmtool.report.terminal import terminal_lines
+from pytest_llmtool.store import ResultStore
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -46,13 +49,32 @@ class TerminalWriter(Writer):
         return terminal_lines(report, kinds)
 
 
-class FileWriter(Writer):
-    """A writer of one file in the `--llm-report` directory, written atomically."""
+# The report's lists of results: written one result per line, from the controller's store.
+RESULT_LISTS = ("results", "scenarios", "optimization_results")
 
-    filename: str
 
-    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
-        raise NotImplementedError
+def report_json(report: EvalReport) -> Iterator[str]:
+    """`report.json`'s text, piece by piece: the summaries indented, then each kind's results
+    one per line, read from the store one at a time, so that writing a 100k-task report
+    never holds it whole."""
+    head = report.model_dump_json(indent=2, exclude=set(RESULT_LISTS))
+    yield head.removesuffix("\n}")
+    for name in RESULT_LISTS:
+        results: Sequence[BaseModel] = getattr(report, name)
+        yield f',\n  "{name}": ['
+        texts = (
+            results.json_texts()
+            if isinstance(results, ResultStore)
+            else (r.model_dump_json() for r in results)
+        )
+        for n, text in enumerate(texts):
+            yield f"{',' if n else ''}\n    {text}"
+        yield "\n  ]" if results else "]"
+    yield "\n}"
+
+
+class JsonWriter(Writer):
+    """`report.json`: the versioned run record, valid against `report.schema.json`."""
 
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
@@ -60,18 +82,12 @@ class FileWriter(Writer):
         if directory is None:
             return []
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / self.filename
-        write_atomic(path, self.render(report, kinds))
+        path = directory / "report.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("w", encoding="utf-8") as stream:
+            stream.writelines(report_json(report))
+        os.replace(tmp, path)
         return [path]
-
-
-class JsonWriter(FileWriter):
-    """`report.json`: the versioned run record, valid against `report.schema.json`."""
-
-    filename = "report.json"
-
-    def render(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> str:
-        return report.model_dump_json(indent=2)
 
 
 class MarkdownWriter(Writer):

@@ -24,7 +24,7 @@ import math
 import unicodedata
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -277,10 +277,14 @@ def _grouped_bars(
     return figure
 
 
-def _traces(report: EvalReport) -> list[tuple[str, AgentTrace]]:
-    """(model, trace) of every bash result and every scenario that has a trace."""
-    found = [(r.model, r.trace) for r in report.results]
-    return found + [(s.model, s.trace) for s in report.scenarios if s.trace is not None]
+def _traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
+    """(model, trace) of every bash result and every scenario that has a trace, one at a
+    time: the results are decoded as they are read (`store.py`)."""
+    for r in report.results:
+        yield r.model, r.trace
+    for s in report.scenarios:
+        if s.trace is not None:
+            yield s.model, s.trace
 
 
 def _pass_rate_by_category(report: EvalReport, palette: _Palette) -> Figure | None:

@@ -10,7 +10,7 @@ its modes compared per model by `tool_modes.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,7 +188,9 @@ class BashKind(Kind[Task, TaskResult]):
         )
         return failure_message(result.score, trace_line)
 
-    def report_fields(self, results: list[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
+    def report_fields(
+        self, results: Sequence[TaskResult], errors: list[ErrorRecord]
+    ) -> dict[str, Any]:
         from pytest_llmtool.kinds.bash.summary import summary_fields
         from pytest_llmtool.kinds.bash.tool_modes import tool_mode_summaries
 

@@ -166,7 +166,7 @@ def _signals(report: EvalReport, by_model: dict[str, EvalSummary]) -> list[tuple
     return [
         (model, signal)
         for model, summary in by_model.items()
-        for signal in friction_signals(summary, [r for r in report.results if r.model == model])
+        for signal in friction_signals(summary, (r for r in report.results if r.model == model))
     ]
 
 

@@ -7,7 +7,7 @@ Items whose agent or sandbox crashed are infrastructure errors: they are counted
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pytest_llmtool import intervals
@@ -16,6 +16,7 @@ from pytest_llmtool.records import (
     ErrorRecord,
     EvalSummary,
     HealthCriterion,
+    Interval,
     TaskResult,
 )
 from pytest_llmtool.stats import share
@@ -47,12 +48,20 @@ def weighted_rate(score: float, max_score: float, tasks: int) -> float:
     return score / max_score if max_score else 1.0
 
 
-def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
-    s = EvalSummary(errors=errors, total_tasks=len(results))
-    categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
-    for r in results:
-        trace, score = r.trace, r.score
+class SummaryBuilder:
+    """One `EvalSummary`, built result by result: the results are read once, and what is kept
+    of each task is the few numbers its intervals need."""
+
+    def __init__(self, errors: int = 0) -> None:
+        self.s = EvalSummary(errors=errors)
+        self.categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
+        self.parts = Groups()
+        self.by_category: dict[str, Groups] = defaultdict(Groups)
+
+    def add(self, r: TaskResult) -> None:
+        s, trace, score = self.s, r.trace, r.score
         passed = score.all_passed()
+        s.total_tasks += 1
         s.total_passed += passed
         s.total_score += score.score
         s.total_max_score += score.max_score
@@ -71,50 +80,72 @@ def build_summary(results: list[TaskResult], errors: int = 0) -> EvalSummary:
         s.mean_base_context += trace.base_context
         s.mean_context_growth_avg += trace.context_growth_avg
         s.total_duration_ms += trace.duration_ms
-        category = categories[r.category]
+        category = self.categories[r.category]
         category.tasks += 1
         category.passed += passed
         category.score += score.score
         category.max_score += score.max_score
-    n = s.total_tasks
-    s.overall_rate = weighted_rate(s.total_score, s.total_max_score, n)
-    s.pass_rate = share(s.total_passed, n)
-    s.tool_calls_error = s.total_tool_calls - s.tool_calls_ok
-    s.tool_call_success_rate = share(s.tool_calls_ok, s.total_tool_calls)
-    s.avg_turns_per_task = share(s.total_turns, n)
-    s.avg_tool_calls_per_task = share(s.total_tool_calls, n)
-    s.avg_duration_ms = share(s.total_duration_ms, n)
-    s.mean_base_context = share(s.mean_base_context, n)
-    s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
-    for name, category in categories.items():
-        category.rate = weighted_rate(category.score, category.max_score, category.tasks)
-        _add_intervals(category, [r for r in results if r.category == name])
-    s.by_category = dict(sorted(categories.items()))
-    _add_intervals(s, results)
-    s.tool_call_success_ci = intervals.ratio(
-        by_task(results, lambda r: (r.trace.tool_calls_ok, r.trace.tool_call_count))
-    )
-    s.healthy_profile = healthy_profile(s)
-    return s
+        self.parts.add(r)
+        self.by_category[r.category].add(r)
+
+    def build(self) -> EvalSummary:
+        s, n = self.s, self.s.total_tasks
+        s.overall_rate = weighted_rate(s.total_score, s.total_max_score, n)
+        s.pass_rate = share(s.total_passed, n)
+        s.tool_calls_error = s.total_tool_calls - s.tool_calls_ok
+        s.tool_call_success_rate = share(s.tool_calls_ok, s.total_tool_calls)
+        s.avg_turns_per_task = share(s.total_turns, n)
+        s.avg_tool_calls_per_task = share(s.total_tool_calls, n)
+        s.avg_duration_ms = share(s.total_duration_ms, n)
+        s.mean_base_context = share(s.mean_base_context, n)
+        s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
+        for name, category in self.categories.items():
+            category.rate = weighted_rate(category.score, category.max_score, category.tasks)
+            groups = self.by_category[name]
+            category.rate_ci, category.pass_rate_ci = groups.rate_ci(), groups.pass_ci()
+        s.by_category = dict(sorted(self.categories.items()))
+        s.overall_rate_ci, s.pass_rate_ci = self.parts.rate_ci(), self.parts.pass_ci()
+        s.tool_call_success_ci = intervals.ratio(self.parts.tools)
+        s.healthy_profile = healthy_profile(s)
+        return s
 
 
-def by_task(results: list[TaskResult], value: Callable[[TaskResult], T]) -> dict[str, list[T]]:
+class Groups:
+    """Per task (its node id without the trial suffix), what its attempts scored: intervals
+    are over tasks, not attempts or checks. The weighted rate's interval is that of the ratio
+    of summed scores to summed max scores (the figure printed)."""
+
+    def __init__(self) -> None:
+        self.scores: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.passes: dict[str, list[bool]] = defaultdict(list)
+        self.tools: dict[str, list[tuple[float, float]]] = defaultdict(list)
+
+    def add(self, r: TaskResult) -> None:
+        task = attempt_of(r)
+        self.scores[task].append((r.score.score, r.score.max_score))
+        self.passes[task].append(r.passed)
+        self.tools[task].append((r.trace.tool_calls_ok, r.trace.tool_call_count))
+
+    def rate_ci(self) -> Interval | None:
+        return intervals.ratio(self.scores)
+
+    def pass_ci(self) -> Interval | None:
+        return intervals.pass_rate(self.passes)
+
+
+def build_summary(results: Iterable[TaskResult], errors: int = 0) -> EvalSummary:
+    builder = SummaryBuilder(errors)
+    for r in results:
+        builder.add(r)
+    return builder.build()
+
+
+def by_task(results: Iterable[TaskResult], value: Callable[[TaskResult], T]) -> dict[str, list[T]]:
     """Per task (its node id without the trial suffix), the values of its attempts."""
     grouped: dict[str, list[T]] = defaultdict(list)
     for r in results:
         grouped[attempt_of(r)].append(value(r))
     return grouped
-
-
-def _add_intervals(summary: EvalSummary | CategorySummary, results: list[TaskResult]) -> None:
-    """Intervals over tasks, not attempts or checks: the pass rate, and the weighted rate as
-    the ratio of summed scores to summed max scores (the figure printed)."""
-    rate_ci = intervals.ratio(by_task(results, lambda r: (r.score.score, r.score.max_score)))
-    pass_ci = intervals.pass_rate(by_task(results, lambda r: r.passed))
-    if isinstance(summary, EvalSummary):
-        summary.overall_rate_ci, summary.pass_rate_ci = rate_ci, pass_ci
-    else:
-        summary.rate_ci, summary.pass_rate_ci = rate_ci, pass_ci
 
 
 def healthy_profile(s: EvalSummary) -> list[HealthCriterion]:
@@ -151,20 +182,22 @@ def healthy_profile(s: EvalSummary) -> list[HealthCriterion]:
     ]
 
 
-def summary_fields(results: list[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
-    """The bash-task part of the run report: the summary, one per model, every result.
+def summary_fields(results: Iterable[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
+    """The bash-task part of the run report: the summary and one per model, in one pass over
+    the results (the results themselves go into the report as they are).
 
     Bad dataset lines have no model: they count in the run's errors, not in any model's."""
-    models = list(dict.fromkeys([r.model for r in results] + [e.model for e in errors if e.model]))
-    by_model = {
-        model: build_summary(
-            [r for r in results if r.model == model], sum(e.model == model for e in errors)
-        )
-        for model in models
-    }
+    overall = SummaryBuilder(len(errors))
+    by_model: dict[str, SummaryBuilder] = {}
+    for r in results:
+        overall.add(r)
+        by_model.setdefault(r.model, SummaryBuilder()).add(r)
+    for e in errors:
+        if e.model:
+            by_model.setdefault(e.model, SummaryBuilder()).s.errors += 1
     return {
-        "summary": build_summary(results, len(errors)),
-        "by_model": by_model,
+        "summary": overall.build(),
+        "by_model": {model: builder.build() for model, builder in by_model.items()},
         "results": results,
     }
 
@@ -173,7 +206,7 @@ def _tokens(result: TaskResult) -> int:
     return result.trace.total_input_tokens + result.trace.total_output_tokens
 
 
-def friction_signals(summary: EvalSummary, results: list[TaskResult]) -> list[str]:
+def friction_signals(summary: EvalSummary, results: Iterable[TaskResult]) -> list[str]:
     """Seed 000's friction signals that trip for this run, as one line each."""
     signals = []
     if summary.total_tool_calls and summary.tool_call_success_rate < LOW_TOOL_SUCCESS:
@@ -194,8 +227,10 @@ def friction_signals(summary: EvalSummary, results: list[TaskResult]) -> list[st
             f"{summary.avg_turns_per_task:.1f} turns per task on average (over "
             f"{HIGH_AVG_TURNS:.0f}): models are retrying after errors"
         )
-    failed = [_tokens(r) for r in results if not r.passed]
-    passed = [_tokens(r) for r in results if r.passed]
+    failed: list[int] = []
+    passed: list[int] = []
+    for r in results:
+        (passed if r.passed else failed).append(_tokens(r))
     if failed and summary.pass_rate < LOW_PASS_RATE and sum(failed):
         failed_mean = sum(failed) / len(failed)
         passed_mean = sum(passed) / len(passed) if passed else 0.0

@@ -9,6 +9,7 @@ of the two modes is one of the run's comparisons (`compare.py`, subject `tool_mo
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from pytest_llmtool import intervals
 from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
@@ -66,7 +67,7 @@ def _error_mode(error: ErrorRecord) -> str | None:
 
 
 def tool_mode_summaries(
-    results: list[TaskResult], errors: list[ErrorRecord]
+    results: Iterable[TaskResult], errors: list[ErrorRecord]
 ) -> dict[str, dict[str, ToolModeSummary]]:
     """Model -> mode -> summary, for the models and modes that ran scripting-tool items."""
     grouped: dict[str, dict[str, list[TaskResult]]] = {}

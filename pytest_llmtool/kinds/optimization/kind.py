@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -150,7 +150,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         return "\n".join(failure_lines(result))
 
     def report_fields(
-        self, results: list[OptimizationResult], errors: list[ErrorRecord]
+        self, results: Sequence[OptimizationResult], errors: list[ErrorRecord]
     ) -> dict[str, Any]:
         from pytest_llmtool.kinds.optimization.summary import summary_fields
 

@@ -3,6 +3,8 @@ Markdown alike, and each attempt's benchmarks in `report.md`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.kinds.optimization.metrics import gmean
 from pytest_llmtool.records import (
@@ -34,7 +36,7 @@ def _outcome(r: OptimizationResult) -> str:
     return "PASS" if r.passed else "FAIL"
 
 
-def result_rows(results: list[OptimizationResult]) -> tuple[list[str], list[list[str]]]:
+def result_rows(results: Sequence[OptimizationResult]) -> tuple[list[str], list[list[str]]]:
     """One row per attempt: its speedup with the 95% interval, the oracle's, the tests."""
     headers = ["Task", "Agent", "Speedup [95% CI]", "Oracle", "Advantage", "Tests", "Outcome"]
     rows = []

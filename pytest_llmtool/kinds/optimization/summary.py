@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pytest_llmtool.kinds.optimization.metrics import run_summary
@@ -9,7 +10,7 @@ from pytest_llmtool.records import AgentTaskMetrics, OptimizationResult
 
 
 def attempts(
-    results: list[OptimizationResult],
+    results: Iterable[OptimizationResult],
 ) -> dict[str, list[dict[str, AgentTaskMetrics]]]:
     """task -> its attempts (one per trial), each `agent:model` -> payload: FC-Eval's
     `agent_metrics_by_agent` of one trial, which every model's item of the trial fills."""
@@ -19,7 +20,7 @@ def attempts(
     return {task: [by[t] for t in sorted(by)] for task, by in trials.items()}
 
 
-def summary_fields(results: list[OptimizationResult]) -> dict[str, Any]:
+def summary_fields(results: Sequence[OptimizationResult]) -> dict[str, Any]:
     """The optimization part of the run report: every result, and the run summary."""
     return {
         "optimization_results": results,

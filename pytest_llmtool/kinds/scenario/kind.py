@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,7 +180,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         return "\n".join(failure_lines(result))
 
     def report_fields(
-        self, results: list[ScenarioResult], errors: list[ErrorRecord]
+        self, results: Sequence[ScenarioResult], errors: list[ErrorRecord]
     ) -> dict[str, Any]:
         from pytest_llmtool.kinds.scenario.summary import summary_fields
 

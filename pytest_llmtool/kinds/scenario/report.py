@@ -3,6 +3,8 @@ three layers in `report.md`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
 from pytest_llmtool.records import EvalReport, InteractionMetrics, ScenarioResult
 from pytest_llmtool.report import fragments
@@ -19,7 +21,7 @@ def _label(result: ScenarioResult) -> str:
     return f"{result.scenario} [{result.model}{guidance}]"
 
 
-def scenario_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
+def scenario_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
     """One row per scenario item: the outcome, then each layer."""
     headers = [
         "Scenario",
@@ -53,7 +55,7 @@ def scenario_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[s
     return headers, rows
 
 
-def guidance_rows(results: list[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
+def guidance_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
     """Seed 004's "Comparing Guidance Versions": interaction metrics side by side."""
     compared = sorted(
         (r for r in results if r.guidance),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_llmtool import intervals
@@ -51,12 +52,13 @@ def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
     return s
 
 
-def summary_fields(results: list[ScenarioResult]) -> dict[str, Any]:
-    """The scenario part of the run report: every result, and a summary per model."""
+def summary_fields(results: Sequence[ScenarioResult]) -> dict[str, Any]:
+    """The scenario part of the run report: every result, and a summary per model. Each
+    model's results are decoded together: scenarios are few (each runs a sandboxed CLI)."""
+    by_model: dict[str, list[ScenarioResult]] = {}
+    for r in results:
+        by_model.setdefault(r.model, []).append(r)
     return {
         "scenarios": results,
-        "scenario_summary": {
-            model: build_scenario_summary([r for r in results if r.model == model])
-            for model in dict.fromkeys(r.model for r in results)
-        },
+        "scenario_summary": {model: build_scenario_summary(own) for model, own in by_model.items()},
     }

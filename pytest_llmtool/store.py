@@ -1,0 +1,71 @@
+"""The run's results as the controller holds them: compressed JSON, decoded one at a time.
+
+A result with its whole conversation is some 10 KB as Python objects and under 1 KB as
+compressed JSON, and the controller of a 100k-task run must hold every one until the report
+is written. So it keeps the JSON the worker sent (also what the journal and `report.json`
+hold) compressed, and hands the kinds and writers a `Sequence` that decodes a result when
+it is read and lets it go after: memory stays about 0.5 KB a result, and each pass over the
+results costs a decode (tens of microseconds) per result. Code that reads the results should
+pass over them, keeping what it needs, rather than copy them into lists.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Generic, TypeVar, overload
+
+from pydantic import BaseModel
+
+R = TypeVar("R", bound=BaseModel)
+# Fast compression: the JSON of results is repetitive, and level 1 already shrinks it 2-10x.
+LEVEL = 1
+
+
+class ResultStore(Sequence[R], Generic[R]):
+    """Results of one type, kept as compressed JSON in the order they arrived."""
+
+    def __init__(self, result_type: type[R]) -> None:
+        self.result_type = result_type
+        self._blobs: list[bytes] = []
+
+    def append_json(self, text: str) -> None:
+        """Keep one result given as the JSON of its `model_dump(mode="json")`."""
+        self._blobs.append(zlib.compress(text.encode("utf-8"), LEVEL))
+
+    def append(self, result: R) -> None:
+        self.append_json(result.model_dump_json())
+
+    def json_texts(self) -> Iterator[str]:
+        """Each result's JSON as kept, without building the model: for writing it out."""
+        for blob in self._blobs:
+            yield zlib.decompress(blob).decode("utf-8")
+
+    def dicts(self) -> Iterator[dict[str, Any]]:
+        for text in self.json_texts():
+            yield json.loads(text)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[R]: ...
+
+    def __getitem__(self, index: int | slice) -> R | Sequence[R]:
+        if isinstance(index, slice):
+            return [self._decode(blob) for blob in self._blobs[index]]
+        return self._decode(self._blobs[index])
+
+    def __iter__(self) -> Iterator[R]:
+        for blob in self._blobs:
+            yield self._decode(blob)
+
+    def _decode(self, blob: bytes) -> R:
+        return self.result_type.model_validate_json(zlib.decompress(blob))
+
+    def __repr__(self) -> str:
+        return f"ResultStore({self.result_type.__name__}, {len(self)} results)"

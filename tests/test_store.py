@@ -1,0 +1,73 @@
+"""The controller's result store: compressed JSON in, models out, one at a time."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_llmtool.records import AgentTrace, EvalReport, RunMetadata, TaskResult, TaskScore
+from pytest_llmtool.report import report_json
+from pytest_llmtool.store import ResultStore
+
+
+def result(n: int) -> TaskResult:
+    return TaskResult(
+        nodeid=f"d.jsonl::t{n}[m]",
+        model="m",
+        task_id=f"t{n}",
+        category="c",
+        score=TaskScore.of(f"t{n}", []),
+        trace=AgentTrace(turns=n),
+    )
+
+
+def test_results_come_back_equal_in_order_and_as_often_as_read() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    originals = [result(n) for n in range(5)]
+    for r in originals[:3]:
+        store.append(r)
+    for r in originals[3:]:  # as the controller gets them: JSON from the worker
+        store.append_json(json.dumps(r.model_dump(mode="json")))
+    assert len(store) == 5
+    assert list(store) == originals and list(store) == originals
+    assert store[4] == originals[4] and store[1:3] == originals[1:3]
+    assert [d["task_id"] for d in store.dicts()] == [f"t{n}" for n in range(5)]
+
+
+def test_a_result_is_kept_smaller_than_its_json() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    r = result(1)
+    store.append(r)
+    assert len(store._blobs[0]) < len(r.model_dump_json())
+
+
+def metadata() -> RunMetadata:
+    return RunMetadata(
+        plugin="0",
+        pytest="9",
+        python="3.11",
+        models=[],
+        max_turns=1,
+        command_line=[],
+        started="s",
+        finished="f",
+        exit_status=0,
+    )
+
+
+def test_report_json_streams_stored_results_into_the_same_record() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for n in range(3):
+        store.append(result(n))
+    streamed = EvalReport(metadata=metadata())
+    streamed.results = store
+    in_memory = EvalReport(metadata=metadata(), results=[result(n) for n in range(3)])
+    text = "".join(report_json(streamed))
+    assert json.loads(text) == json.loads(in_memory.model_dump_json())
+    assert text == "".join(report_json(in_memory))
+    # One result per line, so a large report can be read with line tools.
+    assert sum(line.startswith('    {"nodeid"') for line in text.splitlines()) == 3
+
+
+def test_report_json_of_a_report_without_results_is_valid() -> None:
+    report = EvalReport(metadata=metadata())
+    assert json.loads("".join(report_json(report))) == json.loads(report.model_dump_json())
