@@ -10,7 +10,7 @@ plain pytest test parametrized over range(N): what pytest itself costs for N ite
 Target (issue 15): at most 1 GB of controller memory at 100k tasks (the `-n 2` figure),
 time linear in N.
 
-    python benchmarks/bench_scale.py [--n 20000 100000] [--xdist/--no-xdist]
+    python benchmarks/bench_scale.py [--n 20000 100000] [--no-xdist | --xdist-only]
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[20_000, 100_000])
     parser.add_argument("--no-xdist", action="store_true", help="only the plain run")
+    parser.add_argument("--xdist-only", action="store_true", help="only the -n 2 run")
     args = parser.parse_args()
     print("=" * 78)
     print("bench_scale: peak memory of the reporting process and wall time, N nop tasks")
@@ -90,8 +91,10 @@ def main() -> int:
             write_dataset(cwd / "data" / "tasks.jsonl", n)
             parametrized_test_file(cwd / "test_base.py", n)
             report = ["--llm-report", str(cwd / "out")]
-            variants = [("pytest baseline", ["test_base.py"])]
-            variants.append(("ours, plain", ["--llm-model=nop", *report, "data"]))
+            variants = []
+            if not args.xdist_only:
+                variants.append(("pytest baseline", ["test_base.py"]))
+                variants.append(("ours, plain", ["--llm-model=nop", *report, "data"]))
             if not args.no_xdist:
                 variants.append(("ours, -n 2", ["--llm-model=nop", "-n", "2", *report, "data"]))
             for label, argv in variants:

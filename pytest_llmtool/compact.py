@@ -6,8 +6,9 @@ it: an item's keywords, location and `user_properties` (our per-task metrics, a 
 pairs) come three times, and every name in them is a new string. At 100k items that is most
 of the controller's memory. So, before any other plugin sees a report, its values are made
 to share the equal ones of the item's first report and the common strings are interned.
-The values stay equal; only their identity changes, and every report keeps containers of
-its own, so a plugin that edits one report's list edits no other.
+The values stay equal; only their identity changes: an item's reports share one keywords
+dict and one `user_properties` list (pytest and the plugins we know read them and never
+edit a report's after it is made).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ class ReportSharing:
     def __init__(self) -> None:
         # An item's first report (setup) until its teardown report arrives.
         self._first: dict[str, pytest.TestReport] = {}
+        # One copy of each (name, value) property pair: most recur across items.
+        self._pairs: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+
+    def _pair(self, name: Any, value: Any) -> tuple[Any, Any]:
+        pair = (_shared(name), _shared(value))
+        try:
+            return self._pairs.setdefault(pair, pair)
+        except TypeError:  # an unhashable value (a list): kept as it is
+            return pair
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -41,18 +51,15 @@ class ReportSharing:
         if first is None:
             report.keywords = {_shared(k): v for k, v in report.keywords.items()}
             report.user_properties = [
-                (_shared(name), _shared(value)) for name, value in report.user_properties
+                self._pair(name, value) for name, value in report.user_properties
             ]
             path, line, domain = report.location
             report.location = (_shared(path), line, domain)
             self._first[report.nodeid] = report
         else:
-            if report.keywords == first.keywords:
-                report.keywords = dict(first.keywords)
-            if report.user_properties == first.user_properties:
-                report.user_properties = list(first.user_properties)
-            if report.location == first.location:
-                report.location = first.location  # a tuple: nothing to edit
+            for name in ("keywords", "user_properties", "location"):
+                if getattr(report, name) == getattr(first, name):
+                    setattr(report, name, getattr(first, name))
         for name in ("outcome", "when", "worker_id", "testrun_uid"):
             value = report.__dict__.get(name)
             if type(value) is str:

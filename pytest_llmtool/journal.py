@@ -110,7 +110,11 @@ def read_journal(path: Path) -> Journal:
 
     Raises ValueError when the file is not a journal of a version we read, or is damaged
     anywhere but its last line."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # Split on newlines only: `splitlines` also splits at U+2028 and U+0085, which JSON
+    # written with raw non-ASCII text (a model's answer) may hold inside a string.
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         try:

@@ -89,7 +89,8 @@ class Runner:
                 # the task itself ran.
                 report.duration = item.ran_ms / 1000
             elif report.when == "call":
-                data = item.result.model_dump(mode="json")
+                # As JSON text: one string to send and keep, not thousands of small objects.
+                data = item.result.model_dump_json()
                 setattr(report, RESULT_ATTR, {"kind": item.kind.name, "data": data})
                 item.result = None  # the report now carries it
         failed_setup = report.when == "setup" and report.failed
@@ -168,9 +169,8 @@ class Controller:
         # result (with its whole trace) is enough, kept as the JSON it came as.
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
-            text = json.dumps(carried["data"], ensure_ascii=False)
-            self.results[carried["kind"]].append_json(text)
-            self._record(carried["kind"], report.nodeid, text)
+            self.results[carried["kind"]].append_json(carried["data"])
+            self._record(carried["kind"], report.nodeid, carried["data"])
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))

@@ -329,8 +329,12 @@ def test_infrastructure_errors_are_counted_apart(pytester: pytest.Pytester, data
     assert [e["task_id"] for e in report["errors"]] == ["alpha"]
 
 
-def test_user_properties_reach_junit_xml(pytester: pytest.Pytester, dataset: Path) -> None:
-    pytester.runpytest("-k", "beta", "--junitxml=out.xml", "-o", "junit_family=xunit1")
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_user_properties_reach_junit_xml(
+    pytester: pytest.Pytester, dataset: Path, workers: list[str]
+) -> None:
+    # Under xdist the controller makes an item's reports share their values (compact.py).
+    pytester.runpytest(*workers, "-k", "beta", "--junitxml=out.xml", "-o", "junit_family=xunit1")
     xml = (pytester.path / "out.xml").read_text()
     for prop in (
         'name="model" value="oracle"',

@@ -444,3 +444,18 @@ def test_a_seeded_journal_replaces_the_old_one_whole(tmp_path: Path) -> None:
         JournalEntry("bash", "f::b[m]", {"n": 2}),
     ]
     assert [p.name for p in tmp_path.iterdir()] == ["results.jsonl"]  # no partial file left
+
+
+def test_a_journal_line_may_hold_unicode_line_separators(tmp_path: Path) -> None:
+    # A model may answer with U+2028 or U+0085; JSON keeps them raw, and they are no newline.
+    text = "a\u2028b\x85c\u2029d"
+    path = tmp_path / "results.jsonl"
+    writer = JournalWriter(path, {"started": "s"})
+    writer.append_json("bash", "d.jsonl::t[m]", json.dumps({"answer": text}, ensure_ascii=False))
+    writer.append("error", "d.jsonl::u[m]", {"answer": text})
+    writer.close()
+    entries = read_journal(path).entries
+    assert [(e.nodeid, e.data["answer"]) for e in entries] == [
+        ("d.jsonl::t[m]", text),
+        ("d.jsonl::u[m]", text),
+    ]

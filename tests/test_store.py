@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from pytest_llmtool.records import AgentTrace, EvalReport, RunMetadata, TaskResult, TaskScore
 from pytest_llmtool.report import report_json
@@ -71,3 +74,57 @@ def test_report_json_streams_stored_results_into_the_same_record() -> None:
 def test_report_json_of_a_report_without_results_is_valid() -> None:
     report = EvalReport(metadata=metadata())
     assert json.loads("".join(report_json(report))) == json.loads(report.model_dump_json())
+
+
+SHARING_PROBE = """
+import json, pytest
+seen = {}
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    seen.setdefault(report.nodeid, []).append(report)
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    out = {}
+    for nodeid, reports in seen.items():
+        first, *rest = reports
+        out[nodeid] = {
+            "whens": [r.when for r in reports],
+            "equal": all(
+                r.user_properties == first.user_properties and r.keywords == first.keywords
+                for r in rest
+            ),
+            "shared": all(
+                r.user_properties is first.user_properties and r.keywords is first.keywords
+                for r in rest
+            ),
+            "properties": len(first.user_properties),
+        }
+    with open("sharing.json", "w") as f:
+        json.dump(out, f)
+"""
+
+
+def test_under_xdist_an_items_reports_share_their_equal_values(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    pytester.makeconftest(SHARING_PROBE)
+    result = pytester.runpytest("-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    seen = json.loads((pytester.path / "sharing.json").read_text())
+    ran = {k: v for k, v in seen.items() if v["properties"]}
+    assert len(ran) == 3
+    for item in ran.values():
+        assert item["whens"] == ["setup", "call", "teardown"]
+        # Equal as sent, one copy kept.
+        assert item["equal"] and item["shared"]
+
+
+def test_results_that_differ_from_the_first_in_every_way_come_back_whole() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    store.append(result(0))
+    other = result(1).model_copy(update={"category": "é\u2028" * 10_000, "model": "x" * 40_000})
+    store.append(other)
+    assert list(store) == [result(0), other]
