@@ -3,15 +3,14 @@
 Every model call (an agent's turn, a judge's answer) checks the budget before it starts and
 adds its cost as soon as it returns, so tasks running side by side stop at their next call
 rather than at their end: the overshoot is at most the calls already under way. Under xdist
-each process writes what it has spent to its own file in a directory the controller hands to
-every worker, so every process sees the whole run's spend.
+each process also hears what the rest of the run has spent (`hosts.py` carries it over the
+workers' execnet channels, so it works across hosts), and tells it its own.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
+from collections.abc import Callable
 
 from pytest_llmtool.agents.base import AgentError
 from pytest_llmtool.records import BudgetSummary
@@ -22,32 +21,36 @@ class BudgetExhausted(AgentError):
 
 
 class Budget:
-    def __init__(self, limit: float | None, directory: Path | None, process: str) -> None:
+    def __init__(self, limit: float | None) -> None:
         self.limit = limit
-        self.directory = directory
-        self.process = process
+        # Under xdist (`hosts.py`): told this process's own spend after every call, so that
+        # the other processes hear of it.
+        self.publish: Callable[[float], None] | None = None
         self._own = 0.0
+        self._elsewhere = 0.0
         self._lock = threading.Lock()
+
+    @property
+    def own(self) -> float:
+        """What this process has spent."""
+        return self._own
 
     def add(self, cost: float) -> None:
         with self._lock:
             self._own += cost
-            if self.directory is not None:
-                path = self.directory / f"spent-{self.process}"
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(repr(self._own), encoding="utf-8")
-                os.replace(tmp, path)
+            own = self._own
+        if self.publish is not None:
+            self.publish(own)
+
+    def hear(self, elsewhere: float) -> None:
+        """What the other processes of the run have spent, as last heard. It only grows, so
+        a message overtaken by a later one cannot lower it."""
+        with self._lock:
+            self._elsewhere = max(self._elsewhere, elsewhere)
 
     def spent(self) -> float:
-        if self.directory is None:
-            return self._own
-        total = 0.0
-        for path in self.directory.glob("spent-*"):
-            try:
-                total += float(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-        return max(total, self._own)
+        with self._lock:
+            return self._own + self._elsewhere
 
     def exhausted_reason(self) -> str | None:
         if self.limit is None:

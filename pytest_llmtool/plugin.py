@@ -1,13 +1,13 @@
 """The pytest entry point, hooks only: options, our hookspecs, the roles, and collection.
 
 A file becomes an `LlmFile` when a kind recognises it (`kinds/`); the roles (`roles.py`) run
-the items and report them; the writers (`report/`) say what happened. Every process also turns
-SIGTERM into Ctrl-C (`signals.py`).
+the items and report them; the writers (`report/`) say what happened. Under xdist, `hosts.py`
+carries the spend, recordings and artifacts between the controller and its workers, wherever
+they run. Every process also turns SIGTERM into Ctrl-C (`signals.py`).
 """
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from pytest_llmtool.budget import Budget
 from pytest_llmtool.compact import ReportSharing
 from pytest_llmtool.gate import GATE_KEY, RegressionGate
 from pytest_llmtool.history import HistoryWriter
+from pytest_llmtool.hosts import HostsController, HostsWorker
 from pytest_llmtool.items import LlmFile
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
@@ -26,7 +27,7 @@ from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 from pytest_llmtool.report import JsonWriter, MarkdownWriter, TerminalWriter, Writer
 from pytest_llmtool.report.gaps import GapsWriter
 from pytest_llmtool.resume import install as install_resume
-from pytest_llmtool.roles import KINDS_KEY, SPEND_DIR_KEY, WRITERS_KEY, Controller, Runner
+from pytest_llmtool.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
 from pytest_llmtool.settings import Settings, add_options
 from pytest_llmtool.signals import TermAsInterrupt
 from pytest_llmtool.state import STATE_KEY, RunState
@@ -76,18 +77,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "llm(model, category, kind, tier, tag): set by pytest-llmtool on its items "
         "(select with -m \"llm(category='x')\")",
     )
-    settings = Settings.from_config(config)
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    spend_dir: Path | None = None
-    if settings.max_cost is not None:
-        if workerinput is not None:
-            spend_dir = Path(workerinput[SPEND_DIR_KEY])
-        elif config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
-            spend_dir = Path(tempfile.mkdtemp(prefix="llmtool-spend-"))
-    process = workerinput["workerid"] if workerinput else "main"
-    config.stash[STATE_KEY] = RunState.create(
-        settings, Budget(settings.max_cost, spend_dir, process)
-    )
+    worker = HostsWorker(workerinput) if workerinput is not None else None
+    if worker is not None:
+        worker.check_versions()  # before anything else: a refused worker runs nothing
+    try:
+        settings = Settings.from_config(config)
+    except pytest.UsageError as exc:
+        if worker is None:
+            raise
+        # Another host's environment or ini file (say, no API key there): the controller,
+        # which accepted the same options, says so and stops the run.
+        worker.refuse(str(exc))
+    budget = Budget(settings.max_cost)
+    forward = worker.forward_recording if worker and not worker.shares_files else None
+    config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
     config.stash[KINDS_KEY] = [
         k for ks in config.hook.pytest_llmtool_kinds(config=config) for k in ks
     ]
@@ -97,7 +101,12 @@ def pytest_configure(config: pytest.Config) -> None:
     controller = None if workerinput else Controller(config)
     # Before anything starts: a journal that cannot be resumed is a usage error.
     install_resume(config, settings, controller)
-    config.pluginmanager.register(Runner(spend_dir), "llmtool-runner")
+    config.pluginmanager.register(Runner(), "llmtool-runner")
+    if worker is not None:
+        worker.attach(budget)
+        config.pluginmanager.register(worker, "llmtool-hosts")
+    else:
+        config.pluginmanager.register(HostsController(config, budget), "llmtool-hosts")
     signals = TermAsInterrupt()
     config.pluginmanager.register(signals, "llmtool-signals")
     signals.install()

@@ -14,7 +14,6 @@ import datetime as dt
 import importlib.metadata
 import json
 import platform
-import shutil
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,6 @@ from pytest_llmtool.state import STATE_KEY
 from pytest_llmtool.store import ResultStore
 from pytest_llmtool.trials import kind_trials
 
-SPEND_DIR_KEY = "llmtool_spend_dir"
 RESULT_ATTR = "llmtool_result"
 ERROR_ATTR = "llmtool_error"
 KINDS_KEY = pytest.StashKey[list[Kind[Any, Any]]]()
@@ -44,15 +42,8 @@ WRITERS_KEY = pytest.StashKey[list[Writer]]()
 class Runner:
     """Per process: start runs ahead of pytest, attach results to reports, clean up."""
 
-    def __init__(self, spend_dir: Path | None) -> None:
-        self.spend_dir = spend_dir
+    def __init__(self) -> None:
         self._positions: dict[str, int] | None = None
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """xdist controller: tell each worker where the run's spend is tallied."""
-        if self.spend_dir is not None:
-            node.workerinput[SPEND_DIR_KEY] = str(self.spend_dir)
 
     def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
         """The items this process will run next, this one first, as far as it can tell."""
@@ -100,8 +91,6 @@ class Runner:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         config.stash[STATE_KEY].close()
-        if self.spend_dir is not None and not hasattr(config, "workerinput"):
-            shutil.rmtree(self.spend_dir, ignore_errors=True)
 
 
 def _version(distribution: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -34,6 +35,9 @@ class RunState:
     budget: Budget
     pool: ClientPool
     runtime: Runtime = field(default_factory=Runtime)
+    # On an xdist worker that shares no directory with the controller (`hosts.py`): where
+    # each `--llm-record` recording also goes.
+    forward_recording: Callable[[str, bytes], None] | None = None
     _markers: dict[tuple[str, str], list[pytest.MarkDecorator]] = field(default_factory=dict)
     _named: set[str] = field(default_factory=set)
     _skips: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
@@ -41,14 +45,19 @@ class RunState:
     _judges: dict[str, ModelSpec] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, settings: Settings, budget: Budget) -> RunState:
+    def create(
+        cls,
+        settings: Settings,
+        budget: Budget,
+        forward_recording: Callable[[str, bytes], None] | None = None,
+    ) -> RunState:
         pool = ClientPool(
             settings.base_urls,
             settings.retry.call_timeout,
             concurrency=settings.concurrency,
             adaptive=settings.adaptive,
         )
-        state = cls(settings, (), budget, pool)
+        state = cls(settings, (), budget, pool, forward_recording=forward_recording)
         state.models = tuple(state.build(ref) for ref in settings.models)
         return state
 
@@ -60,7 +69,11 @@ class RunState:
             pool=self.pool,
             policy=settings.retry,
             prompt_cache=settings.prompt_cache,
-            record=CallStore(settings.record_dir) if settings.record_dir else None,
+            record=(
+                CallStore(settings.record_dir, self.forward_recording)
+                if settings.record_dir
+                else None
+            ),
             replay=CallStore(settings.replay_dir) if settings.replay_dir else None,
         )
 

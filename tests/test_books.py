@@ -319,7 +319,7 @@ class _Reply:
 
 
 def test_metered_chat_books_each_call_and_refuses_once_the_limit_is_spent() -> None:
-    budget = Budget(0.001, None, "main")
+    budget = Budget(0.001)
     agent = _Reply("hi", Usage(input_tokens=500, output_tokens=20))
     request = ChatRequest(system="", messages=[], tools=[])
 
@@ -340,7 +340,7 @@ def test_metered_chat_books_each_call_and_refuses_once_the_limit_is_spent() -> N
 
 def test_run_judge_lists_its_calls_outside_the_verdicts_equality() -> None:
     agent = _Reply("not json", Usage(input_tokens=100, output_tokens=10))
-    budget = Budget(None, None, "main")
+    budget = Budget(None)
     verdict = asyncio.run(
         run_judge(
             agent,

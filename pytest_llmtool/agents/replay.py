@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,9 @@ def _safe(part: str) -> str:
 @dataclass(frozen=True)
 class CallStore:
     directory: Path
+    # An xdist worker on another host (`hosts.py`) hands each recording, by its path relative
+    # to `directory`, to the controller, which writes it into its own record directory.
+    forward: Callable[[str, bytes], None] | None = None
 
     @staticmethod
     def key(model: str, request: ChatRequest, trial: int) -> str:
@@ -59,9 +63,12 @@ class CallStore:
             "call": sum(1 for m in request.messages if m.role == "assistant") + 1,
             "response": response.model_dump(mode="json"),
         }
+        data = json.dumps(record, indent=1).encode()
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
+        if self.forward is not None:
+            self.forward(path.relative_to(self.directory).as_posix(), data)
 
     def load(self, model: str, task_id: str, trial: int, request: ChatRequest) -> ChatResponse:
         key = self.key(model, request, trial)
