@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import re
 import socket
@@ -193,8 +194,10 @@ class HostsWorker:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         carried = getattr(report, RESULT_ATTR, None)
-        where = carried["data"].get("artifacts") if carried is not None else None
-        if where and not self.shares_files:
+        if carried is None or self.shares_files:
+            return report
+        where = json.loads(carried["data"]).get("artifacts")  # the result, as JSON text
+        if where:
             files, left = pack(Path(where))
             shipped = {"worker": self.worker, "host": self.host, "from": where}
             setattr(report, FILES_ATTR, {**shipped, "files": files, "left": left})
@@ -316,7 +319,9 @@ class HostsController:
                 + "".join(f"{line}\n" for line in left),
                 encoding="utf-8",
             )
-        carried["data"]["artifacts"] = str(copy)
+        data = json.loads(carried["data"])
+        data["artifacts"] = str(copy)
+        carried["data"] = json.dumps(data, ensure_ascii=False)
         if isinstance(report.longrepr, str):  # a failure's text names the artifacts too
             report.longrepr = report.longrepr.replace(shipped["from"], str(copy))
 
