@@ -417,6 +417,9 @@ class FakeLLMServer:
         self._request_bucket: _Bucket | None = None
         self._token_bucket: _Bucket | None = None
         self.rate_limited = 0
+        # With `latency`: requests sleeping at once now, and at most so far.
+        self.in_flight = 0
+        self.peak_in_flight = 0
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -1448,7 +1451,14 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "slow":
             time.sleep(fault.seconds)
         if fake.latency > 0 and limited is None:
-            time.sleep(fake.latency)
+            with fake._lock:
+                fake.in_flight += 1
+                fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+            try:
+                time.sleep(fake.latency)
+            finally:
+                with fake._lock:
+                    fake.in_flight -= 1
 
         if protocol is None:
             error_protocol: Protocol = "anthropic" if "anthropic-version" in headers else "chat"

@@ -781,7 +781,7 @@ def test_faults_apply_in_order(server: FakeLLMServer, calls: dict[str, Call]) ->
 
 
 def test_latency_delays_every_answer_and_overlaps() -> None:
-    latency = 0.5  # long enough that eight serial answers (4 s) cannot hide in machine noise
+    latency = 0.5
     with FakeLLMServer({"Hello there.": [Turn(text="Hi.")]}, latency=latency) as server:
         with anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0) as client:
             started = time.monotonic()
@@ -810,7 +810,9 @@ def test_latency_delays_every_answer_and_overlaps() -> None:
         elapsed = time.monotonic() - started
     assert [m.content for m in messages] == [[TextBlock(text="Hi.", type="text")]] * 4
     assert [r.output_text for r in responses] == ["Hi."] * 4
-    assert latency <= elapsed < latency * 8 / 2  # the eight concurrent requests overlap
+    assert elapsed >= latency
+    # The eight concurrent requests overlap: counted by the server, not read off a clock.
+    assert server.peak_in_flight >= 2
 
 
 def test_requests_are_recorded(

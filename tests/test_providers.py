@@ -471,7 +471,7 @@ def test_a_hung_attempt_is_cut_by_the_call_timeout_and_retried(
     [
         ([Fault.slow(60)], "*AgentError: the model did not answer its first call*"),
         (
-            [Fault.server_error(503)] * 400,
+            [Fault.server_error(503)] * 1000,
             "*ProviderError: the provider was still failing when the time limit ran out*503*",
         ),
     ],
@@ -484,12 +484,12 @@ def test_a_scenario_whose_provider_fails_is_an_error_not_a_verdict(
     message: str,
 ) -> None:
     # Gates that the untouched work directory passes: a run that never reached the model
-    # must not read as a pass. 3 s, not less: on a busy machine the sandbox's start can take
-    # a second, and a deadline before the first 503 came back would say "did not answer".
+    # must not read as a pass. 5 s, not less: on a busy machine the sandbox's start can take
+    # seconds, and a deadline before the first 503 came back would say "did not answer".
     write_scenario(
         project,
         scenario(
-            run={"timeout_secs": 3},
+            run={"timeout_secs": 5},
             evaluation={"gates": [{"type": "file_exists", "path": "README"}]},
         ),
     )
