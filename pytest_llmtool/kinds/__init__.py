@@ -10,7 +10,7 @@ third-party plugin adds one without touching this package.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
@@ -131,5 +131,6 @@ class Kind(ABC, Generic[W, R]):
     def markdown_summary(self, report: EvalReport) -> list[str]:
         return []
 
-    def markdown_details(self, report: EvalReport) -> list[str]:
+    def markdown_details(self, report: EvalReport) -> Iterable[str]:
+        """Lines of the details sections; may be a generator, written as they come."""
         return []

@@ -8,14 +8,14 @@ disk, once for the lines of the terminal summary.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.report.markdown import markdown_report
+from pytest_llmtool.report.markdown import markdown_lines
 from pytest_llmtool.report.terminal import terminal_lines
 from pytest_llmtool.store import ResultStore
 
@@ -37,11 +37,22 @@ class Writer:
         return []
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file so an interrupted run never leaves half a report."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write via a temporary file so an interrupted run never leaves half a report; `text` may
+    come in pieces, written as they are made."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with tmp.open("w", encoding="utf-8") as stream:
+        if isinstance(text, str):
+            stream.write(text)
+        else:
+            stream.writelines(text)
     os.replace(tmp, path)
+
+
+def _joined(lines: Iterable[str]) -> Iterator[str]:
+    """`"\n".join(lines)`, in pieces."""
+    for n, line in enumerate(lines):
+        yield f"\n{line}" if n else line
 
 
 class TerminalWriter(Writer):
@@ -83,10 +94,7 @@ class JsonWriter(Writer):
             return []
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "report.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w", encoding="utf-8") as stream:
-            stream.writelines(report_json(report))
-        os.replace(tmp, path)
+        write_atomic(path, report_json(report))
         return [path]
 
 
@@ -111,5 +119,5 @@ class MarkdownWriter(Writer):
             write_atomic(folder / f"{chart.name}.svg", chart.svg)
         links = [(chart.title, f"charts/{chart.name}.svg") for chart in drawn]
         path = directory / "report.md"
-        write_atomic(path, markdown_report(report, kinds, links, failed))
+        write_atomic(path, _joined(markdown_lines(report, kinds, links, failed)))
         return [path, folder] if drawn else [path]

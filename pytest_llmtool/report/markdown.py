@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool import baseline
@@ -60,25 +60,35 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def markdown_lines(
+    report: EvalReport,
+    kinds: Sequence[Kind[Any, Any]],
+    charts: Sequence[tuple[str, str]] = (),
+    charts_failed: str | None = None,
+) -> Iterator[str]:
+    """The metadata, each kind's summary sections, the errors, the charts (title, relative
+    path of an SVG written beside, or why there are none), then each kind's details, line by
+    line: the details of a large run are written as they are made."""
+    yield from ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
+    yield from summary_lines(report, kinds)
+    if charts_failed:
+        yield from ["## Charts", "", text(charts_failed), ""]
+    if charts:
+        yield from ["## Charts", ""]
+        for title, path in charts:
+            yield from [f"![{text(title)}]({path})", ""]
+    for kind in kinds:
+        yield from kind.markdown_details(report)
+
+
 def markdown_report(
     report: EvalReport,
     kinds: Sequence[Kind[Any, Any]],
     charts: Sequence[tuple[str, str]] = (),
     charts_failed: str | None = None,
 ) -> str:
-    """The metadata, each kind's summary sections, the errors, the charts (title, relative
-    path of an SVG written beside, or why there are none), then each kind's details."""
-    lines = ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
-    lines += summary_lines(report, kinds)
-    if charts_failed:
-        lines += ["## Charts", "", text(charts_failed), ""]
-    if charts:
-        lines += ["## Charts", ""]
-        for title, path in charts:
-            lines += [f"![{text(title)}]({path})", ""]
-    for kind in kinds:
-        lines += kind.markdown_details(report)
-    return "\n".join(lines)
+    """`report.md`'s text, whole."""
+    return "\n".join(markdown_lines(report, kinds, charts, charts_failed))
 
 
 def summary_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:

@@ -10,7 +10,7 @@ its modes compared per model by `tool_modes.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,7 +212,7 @@ class BashKind(Kind[Task, TaskResult]):
         lines = markdown_summary(report) if report.results or report.by_model else []
         return [*lines, *tool_modes.markdown_lines(report)]
 
-    def markdown_details(self, report: EvalReport) -> list[str]:
+    def markdown_details(self, report: EvalReport) -> Iterable[str]:
         from pytest_llmtool.kinds.bash.report import markdown_details
 
         return markdown_details(report)

@@ -3,6 +3,8 @@ section of `report.md`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pytest_llmtool.intervals import SMALL_NOTE, any_small, bounds, show
 from pytest_llmtool.kinds.bash.summary import friction_signals
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
@@ -200,13 +202,13 @@ def _healthy_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[lis
     return ["Criterion", *shown], rows
 
 
-def markdown_details(report: EvalReport) -> list[str]:
+def markdown_details(report: EvalReport) -> Iterator[str]:
+    """Every task's section, one task at a time: a 100k-task run's are never held at once."""
     if not report.results:
-        return []
-    lines = ["## Task Details", ""]
+        return
+    yield from ["## Task Details", ""]
     for result in report.results:
-        lines += _task_section(result)
-    return lines
+        yield from _task_section(result)
 
 
 def _task_section(result: TaskResult) -> list[str]:

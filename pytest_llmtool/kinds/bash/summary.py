@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pytest_llmtool import intervals
 from pytest_llmtool.records import (
@@ -56,7 +56,6 @@ class SummaryBuilder:
         self.s = EvalSummary(errors=errors)
         self.categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
         self.parts = Groups()
-        self.by_category: dict[str, Groups] = defaultdict(Groups)
 
     def add(self, r: TaskResult) -> None:
         s, trace, score = self.s, r.trace, r.score
@@ -86,7 +85,6 @@ class SummaryBuilder:
         category.score += score.score
         category.max_score += score.max_score
         self.parts.add(r)
-        self.by_category[r.category].add(r)
 
     def build(self) -> EvalSummary:
         s, n = self.s, self.s.total_tasks
@@ -99,38 +97,61 @@ class SummaryBuilder:
         s.avg_duration_ms = share(s.total_duration_ms, n)
         s.mean_base_context = share(s.mean_base_context, n)
         s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
+        split = self.parts.by_category()
         for name, category in self.categories.items():
             category.rate = weighted_rate(category.score, category.max_score, category.tasks)
-            groups = self.by_category[name]
-            category.rate_ci, category.pass_rate_ci = groups.rate_ci(), groups.pass_ci()
+            category.rate_ci, category.pass_rate_ci, _ = split[name].intervals()
         s.by_category = dict(sorted(self.categories.items()))
-        s.overall_rate_ci, s.pass_rate_ci = self.parts.rate_ci(), self.parts.pass_ci()
-        s.tool_call_success_ci = intervals.ratio(self.parts.tools)
+        s.overall_rate_ci, s.pass_rate_ci, s.tool_call_success_ci = self.parts.intervals()
         s.healthy_profile = healthy_profile(s)
         return s
 
 
+class Attempt(NamedTuple):
+    """What an interval needs of one attempt at a task."""
+
+    category: str
+    score: float
+    max_score: float
+    passed: bool
+    tool_calls_ok: int
+    tool_calls: int
+
+
 class Groups:
-    """Per task (its node id without the trial suffix), what its attempts scored: intervals
-    are over tasks, not attempts or checks. The weighted rate's interval is that of the ratio
-    of summed scores to summed max scores (the figure printed)."""
+    """Per task (its node id without the trial suffix), its attempts: intervals are over
+    tasks, not attempts or checks. The weighted rate's interval is that of the ratio of summed
+    scores to summed max scores (the figure printed). One entry per task is kept while the
+    results are read; the split by category is made when the summary is built."""
 
     def __init__(self) -> None:
-        self.scores: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        self.passes: dict[str, list[bool]] = defaultdict(list)
-        self.tools: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.tasks: dict[str, list[Attempt]] = defaultdict(list)
 
     def add(self, r: TaskResult) -> None:
-        task = attempt_of(r)
-        self.scores[task].append((r.score.score, r.score.max_score))
-        self.passes[task].append(r.passed)
-        self.tools[task].append((r.trace.tool_calls_ok, r.trace.tool_call_count))
+        s, t = r.score, r.trace
+        attempt = Attempt(
+            r.category, s.score, s.max_score, r.passed, t.tool_calls_ok, t.tool_call_count
+        )
+        self.tasks[attempt_of(r)].append(attempt)
 
-    def rate_ci(self) -> Interval | None:
-        return intervals.ratio(self.scores)
+    def by_category(self) -> dict[str, Groups]:
+        """The same attempts split by category (sharing them), when the summary is built."""
+        split: dict[str, Groups] = defaultdict(Groups)
+        for task, attempts in self.tasks.items():
+            for a in attempts:
+                split[a.category].tasks[task].append(a)
+        return split
 
-    def pass_ci(self) -> Interval | None:
-        return intervals.pass_rate(self.passes)
+    def intervals(self) -> tuple[Interval | None, Interval | None, Interval | None]:
+        """The weighted rate's, the pass rate's and the tool call success rate's intervals."""
+        tasks = self.tasks
+        return (
+            intervals.ratio({t: [(a.score, a.max_score) for a in own] for t, own in tasks.items()}),
+            intervals.pass_rate({t: [a.passed for a in own] for t, own in tasks.items()}),
+            intervals.ratio(
+                {t: [(a.tool_calls_ok, a.tool_calls) for a in own] for t, own in tasks.items()}
+            ),
+        )
 
 
 def build_summary(results: Iterable[TaskResult], errors: int = 0) -> EvalSummary:
