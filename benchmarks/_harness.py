@@ -10,6 +10,7 @@ that the per-item cost `(time(N) - time(1)) / (N - 1)` can be compared apart fro
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -102,6 +103,22 @@ def parametrized_test_file(path: Path, n: int) -> None:
         "    assert i >= 0\n",
         encoding="utf-8",
     )
+
+
+def nop_dataset(path: Path, n: int, categories: int = 10) -> None:
+    """N bash tasks the `nop` agent passes (their only check, `exit_code:-1`, holds when no
+    command ran), spread over `categories` categories."""
+    with path.open("w", encoding="utf-8") as stream:
+        for i in range(n):
+            task = {
+                "id": f"t{i:06d}",
+                "category": f"c{i % categories}",
+                "description": "d",
+                "prompt": "p",
+                "files": {},
+                "expectations": [{"check": "exit_code:-1"}],
+            }
+            stream.write(json.dumps(task) + "\n")
 
 
 def _environment() -> dict[str, str]:

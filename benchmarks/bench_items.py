@@ -12,9 +12,7 @@ number is the per-item ratio (target: ours <= 3x pytest's own).
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 from _harness import (
     PASSED,
@@ -22,6 +20,7 @@ from _harness import (
     compare,
     header,
     measure,
+    nop_dataset,
     parametrized_test_file,
     parse_args,
     print_comparison,
@@ -34,21 +33,6 @@ DEFAULT_N = 2000
 # A round (4 pytest runs) takes ~15 s on 2 cores; the per-item signal is small, so use 5.
 DEFAULT_ROUNDS = 5
 TARGET_PER_ITEM = 3.0
-CATEGORIES = 10
-
-
-def write_dataset(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as stream:
-        for i in range(n):
-            task = {
-                "id": f"t{i:04d}",
-                "category": f"c{i % CATEGORIES}",
-                "description": "d",
-                "prompt": "p",
-                "files": {},
-                "expectations": [{"check": "exit_code:-1"}],
-            }
-            stream.write(json.dumps(task) + "\n")
 
 
 def main() -> int:
@@ -66,8 +50,8 @@ def main() -> int:
     with workdir(args.keep) as tmp:
         parametrized_test_file(tmp / "test_base_n.py", n)
         parametrized_test_file(tmp / "test_base_1.py", 1)
-        write_dataset(tmp / "tasks_n.jsonl", n)
-        write_dataset(tmp / "tasks_1.jsonl", 1)
+        nop_dataset(tmp / "tasks_n.jsonl", n)
+        nop_dataset(tmp / "tasks_1.jsonl", 1)
         nop = "--llm-model=nop"
         base_n = Run(f"baseline N={n}", ["test_base_n.py"], PASSED, n)
         ours_n = Run(f"ours N={n}", ["tasks_n.jsonl", nop], PASSED, n)

@@ -16,7 +16,6 @@ time linear in N.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -25,29 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import parametrized_test_file
+from _harness import nop_dataset, parametrized_test_file
 
-CATEGORIES = 10
 PROBE = """
 import resource, sys, pytest
 rc = pytest.main(sys.argv[1:])
 print("PEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
 sys.exit(int(rc))
 """
-
-
-def write_dataset(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as stream:
-        for i in range(n):
-            task = {
-                "id": f"t{i:06d}",
-                "category": f"c{i % CATEGORIES}",
-                "description": "d",
-                "prompt": "p",
-                "files": {},
-                "expectations": [{"check": "exit_code:-1"}],
-            }
-            stream.write(json.dumps(task) + "\n")
 
 
 def run(cwd: Path, args: list[str], n: int) -> tuple[float, float]:
@@ -88,7 +72,7 @@ def main() -> int:
             cwd = Path(tmp)
             (cwd / "pytest.ini").write_text("", encoding="utf-8")
             (cwd / "data").mkdir()
-            write_dataset(cwd / "data" / "tasks.jsonl", n)
+            nop_dataset(cwd / "data" / "tasks.jsonl", n)
             parametrized_test_file(cwd / "test_base.py", n)
             report = ["--llm-report", str(cwd / "out")]
             variants = []
