@@ -21,10 +21,21 @@ import pytest
 # A string longer than this is likely unique (an error message, captured output): not
 # worth a place in the interned table.
 SHORT = 200
+SCALARS = (str, int, float, bool, type(None))
 
 
 def _shared(value: Any) -> Any:
     return sys.intern(value) if type(value) is str and len(value) <= SHORT else value
+
+
+def _exact(value: Any) -> tuple[type, str]:
+    """What tells two values apart even where `==` does not: `1`, `True` and `1.0` are equal,
+    and so are `0.0` and `-0.0`, but JUnit writes each its own way."""
+    return type(value), repr(value)
+
+
+def _properties(report: pytest.TestReport) -> list[tuple[Any, tuple[type, str]]]:
+    return [(name, _exact(value)) for name, value in report.user_properties]
 
 
 class ReportSharing:
@@ -33,15 +44,15 @@ class ReportSharing:
     def __init__(self) -> None:
         # An item's first report (setup) until its teardown report arrives.
         self._first: dict[str, pytest.TestReport] = {}
-        # One copy of each (name, value) property pair: most recur across items.
-        self._pairs: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+        # One copy of each (name, value) property pair with a short scalar value: most recur
+        # across items.
+        self._pairs: dict[tuple[Any, tuple[type, str]], tuple[Any, Any]] = {}
 
     def _pair(self, name: Any, value: Any) -> tuple[Any, Any]:
         pair = (_shared(name), _shared(value))
-        try:
-            return self._pairs.setdefault(pair, pair)
-        except TypeError:  # an unhashable value (a list): kept as it is
+        if type(name) is not str or type(value) not in SCALARS or len(repr(value)) > SHORT:
             return pair
+        return self._pairs.setdefault((pair[0], _exact(value)), pair)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -57,9 +68,12 @@ class ReportSharing:
             report.location = (_shared(path), line, domain)
             self._first[report.nodeid] = report
         else:
-            for name in ("keywords", "user_properties", "location"):
-                if getattr(report, name) == getattr(first, name):
-                    setattr(report, name, getattr(first, name))
+            if report.keywords == first.keywords:  # names, each with the value 1
+                report.keywords = first.keywords
+            if report.location == first.location:
+                report.location = first.location
+            if _properties(report) == _properties(first):
+                report.user_properties = first.user_properties
         for name in ("outcome", "when", "worker_id", "testrun_uid"):
             value = report.__dict__.get(name)
             if type(value) is str:

@@ -128,3 +128,27 @@ def test_results_that_differ_from_the_first_in_every_way_come_back_whole() -> No
     other = result(1).model_copy(update={"category": "é\u2028" * 10_000, "model": "x" * 40_000})
     store.append(other)
     assert list(store) == [result(0), other]
+
+
+def test_sharing_keeps_property_values_that_are_equal_but_written_differently(
+    pytester: pytest.Pytester,
+) -> None:
+    # 1 == True == 1.0 and 0.0 == -0.0, but JUnit writes each its own way.
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture(params=[1, True, 1.0, 0.0, -0.0])
+        def value(request, record_property):
+            record_property("v", request.param)  # at setup, as our items do
+
+        def test_it(value):
+            pass
+        """
+    )
+    pytester.runpytest("-n", "2", "-p", "no:randomly", "--junitxml=out.xml").assert_outcomes(
+        passed=5
+    )
+    xml = (pytester.path / "out.xml").read_text()
+    values = sorted(xml.count(f'name="v" value="{v}"') for v in ("1", "True", "1.0", "0.0", "-0.0"))
+    assert values == [1, 1, 1, 1, 1]
