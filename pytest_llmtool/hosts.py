@@ -216,6 +216,8 @@ class HostsController:
         self._refused: dict[str, tuple[str, str]] = {}  # worker: its host, what differs
         self.problems: list[str] = []
         self._lock = threading.Lock()  # channel callbacks run in execnet's receiver threads
+        if budget.limit is not None:
+            budget.publish = self._spent_here
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -230,8 +232,6 @@ class HostsController:
         with self._lock:
             self._channels[worker] = channel
         channel.setcallback(lambda message: self._received(worker, message), endmarker=_GONE)
-        if self.budget.limit is not None:
-            self.budget.publish = self._spent_here
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:

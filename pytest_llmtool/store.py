@@ -11,10 +11,9 @@ it needs, rather than copy them into lists.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -53,10 +52,6 @@ class ResultStore(Sequence[R], Generic[R]):
     def _unpack(self, blob: bytes) -> bytes:
         unpacker = zlib.decompressobj(WBITS, zdict=self._zdict)
         return unpacker.decompress(blob) + unpacker.flush()
-
-    def dicts(self) -> Iterator[dict[str, Any]]:
-        for text in self.json_texts():
-            yield json.loads(text)
 
     def __len__(self) -> int:
         return len(self._blobs)

@@ -33,7 +33,7 @@ def test_results_come_back_equal_in_order_and_as_often_as_read() -> None:
     assert len(store) == 5
     assert list(store) == originals and list(store) == originals
     assert store[4] == originals[4] and store[1:3] == originals[1:3]
-    assert [d["task_id"] for d in store.dicts()] == [f"t{n}" for n in range(5)]
+    assert [json.loads(t)["task_id"] for t in store.json_texts()] == [f"t{n}" for n in range(5)]
 
 
 def test_a_result_is_kept_smaller_than_its_json() -> None:
