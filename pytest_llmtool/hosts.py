@@ -31,9 +31,8 @@ import socket
 import threading
 from collections.abc import Generator
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import execnet
 import pytest
 
 import pytest_llmtool
@@ -41,6 +40,9 @@ from pytest_llmtool.budget import Budget
 from pytest_llmtool.compat import item_tmp_path
 from pytest_llmtool.roles import RESULT_ATTR
 from pytest_llmtool.state import STATE_KEY
+
+if TYPE_CHECKING:  # pytest-xdist (and execnet) is optional: only for -n and --tx
+    import execnet
 
 CHANNEL_KEY = "llmtool_channel"
 SHARES_FILES_KEY = "llmtool_shares_files"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -388,3 +389,38 @@ def test_interrupted_run_still_writes_its_report(pytester: pytest.Pytester, data
 
 def test_runs_without_xdist_installed(pytester: pytest.Pytester, dataset: Path) -> None:
     pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=2, failed=1, skipped=1)
+
+
+BLOCK_XDIST = """
+import sys
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("xdist", "execnet"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, NotInstalled())
+import pytest
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+def test_the_plugin_runs_without_pytest_xdist_installed(
+    pytester: pytest.Pytester, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest-xdist is optional (the `dev` extra): a plain install must load and run. Only
+    # this plugin is loaded, as in an environment where xdist and execnet are absent.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    script = pytester.makepyfile(block_xdist=BLOCK_XDIST)
+    result = pytester.run(
+        sys.executable,
+        str(script),
+        "-p",
+        "pytest_llmtool.plugin",
+        "-p",
+        "no:cacheprovider",
+        "data.jsonl",
+        "--llm-max-cost=1",
+    )
+    assert result.ret == 1, result.stdout.str()  # gamma fails on purpose
+    result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*"])
