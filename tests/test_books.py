@@ -401,11 +401,11 @@ def test_an_unreadable_events_file_falls_back_to_the_transcript_and_says_so(
     pattern = compile_pattern(None, "note")
     transcript = "$ note add milk\nadded\n$ note frobnicate\nexit code: 2\n"
     events = tmp_path / "events.jsonl"
-    metrics, note = from_external(events, transcript, pattern, True)
+    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
     assert (metrics.source, metrics.error_count, note) == ("transcript", 1, None)
 
     events.write_text('{"event": "tool_result", "command": "note add milk"}\n')
-    metrics, note = from_external(events, transcript, pattern, True)
+    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
     assert metrics.source == "transcript" and metrics.total_commands == 2
     assert note is not None
     assert note.startswith("events.jsonl not used, metrics from the transcript: ")
@@ -413,7 +413,7 @@ def test_an_unreadable_events_file_falls_back_to_the_transcript_and_says_so(
 
     events.unlink()
     events.symlink_to(tmp_path / "elsewhere")
-    metrics, note = from_external(events, transcript, pattern, True)
+    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
     assert metrics.source == "transcript"
     assert note == "events.jsonl not used (not a regular file), metrics from the transcript"
 
@@ -422,6 +422,6 @@ def test_an_unreadable_events_file_falls_back_to_the_transcript_and_says_so(
         '{"event": "tool_result", "command": "note frobnicate", "exit_code": 2}\n'
         '{"event": "tool_result", "command": "note frobnicate", "exit_code": 0}\n'
     )
-    metrics, note = from_external(events, transcript, pattern, True)
+    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
     assert (metrics.source, metrics.total_commands, metrics.error_count) == ("events", 2, 1)
     assert note is None

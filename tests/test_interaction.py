@@ -11,10 +11,10 @@ import pytest
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
     default_pattern,
+    events_text,
     from_tool_calls,
     from_transcript,
     read_events,
-    write_events,
 )
 from pytest_llmtool.records import SubcommandMetrics, ToolCallResult
 
@@ -254,7 +254,7 @@ def test_events_round_trip(tmp_path: Path) -> None:
         call("todo list", exit_code=2, stdout="", stderr="boom\n"),
     ]
     path = tmp_path / "events.jsonl"
-    write_events(path, calls)
+    path.write_text(events_text(calls), encoding="utf-8")
     events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [e["event"] for e in events] == ["tool_call", "tool_result"] * 2
     assert [e["ts"] for e in events] == [0.0, 0.0, 1.0, 1.0]
@@ -301,5 +301,5 @@ def test_read_events_malformed_line_names_its_number(tmp_path: Path, line: str, 
 def test_metrics_round_trip_through_events(tmp_path: Path) -> None:
     calls = [call("todo add a"), call("todo add a", exit_code=1), call("ls")]
     path = tmp_path / "events.jsonl"
-    write_events(path, calls)
+    path.write_text(events_text(calls), encoding="utf-8")
     assert from_tool_calls(read_events(path), TODO, True) == from_tool_calls(calls, TODO, True)

@@ -85,9 +85,9 @@ def test_an_external_agent_that_breaks_the_tests_is_reverted(pytester: pytest.Py
 
 def test_tool_call_events_are_counted(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
-    assert count_tool_calls(events)[0] == 0
+    assert count_tool_calls(tmp_path, events)[0] == 0
     events.write_text("\n".join([EVENT % "tool_call", EVENT % "tool_result", ""] * 3))
-    assert count_tool_calls(events) == (3, None)
+    assert count_tool_calls(tmp_path, events) == (3, None)
     events.write_text(EVENT % "tool_call" + "\nnot json\n")
-    length, note = count_tool_calls(events)
+    length, note = count_tool_calls(tmp_path, events)
     assert length == 0 and note is not None and "events.jsonl:2: not JSON" in note

@@ -475,3 +475,37 @@ def test_the_python_running_pytest_leads_path_when_it_is_not_on_it(
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", os.path.dirname(sys.executable)]))
     assert agent_environment(tmp_path / "home", {})["PATH"] == os.environ["PATH"]
+
+
+@needs_bwrap
+@pytest.mark.parametrize("link", ["files", "directory"])
+def test_links_left_in_the_artifacts_do_not_lead_the_host_to_its_own_files(
+    pytester: pytest.Pytester, project: Path, tmp_path: Path, link: str
+) -> None:
+    # The host writes transcript.txt, events.jsonl and evaluation.json into the artifacts
+    # directory, which the jail can write: a link left there must not lead it to a host file.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    precious = victim / "precious.txt"
+    precious.write_text("precious\n")
+    results = "$LLM_TOOL_TEST_RESULTS_DIR"
+    if link == "files":
+        plant = (
+            "for f in transcript.txt events.jsonl evaluation.json; do "
+            f'rm -f "{results}/$f"; ln -s {precious} "{results}/$f"; done'
+        )
+    else:
+        plant = f'rm -rf "{results}"; ln -s {victim} "{results}"'
+    write_scenario(project, scenario(solution=[plant, "note add milk", "note add eggs"]))
+    result = pytester.runpytest("--llm-report=out")
+    assert precious.read_text() == "precious\n"
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
+    if link == "files":  # the host's own files replace the links
+        result.assert_outcomes(passed=1)
+        (scenario_result,) = read_report(pytester)["scenarios"]
+        artifacts = Path(scenario_result["artifacts"])
+        for name in ("transcript.txt", "events.jsonl", "evaluation.json"):
+            assert not (artifacts / name).is_symlink() and (artifacts / name).is_file(), name
+    else:  # nowhere safe to write: the item is an error that says why
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*symbolic link or special file left by the sandboxed*"])

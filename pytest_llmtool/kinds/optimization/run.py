@@ -36,7 +36,7 @@ from pytest_llmtool.kinds.optimization.metrics import (
 )
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
-from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, event_records, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
@@ -136,6 +136,8 @@ async def make_copy(
 
 async def run_tests(task: OptimizationTask, copy: Copy) -> PytestSummary:
     """The copy's test counts; `ValueError` when the run left none to read."""
+    if not hostio.confined(copy.root, copy.root / "results"):
+        raise ValueError("the results directory was replaced by a link or special file")
     results = Path(tempfile.mkdtemp(prefix="tests-", dir=copy.root / "results"))
     done = await _shell(copy, task.tests.command, task.timeouts.tests, results)
     if done.timed_out:
@@ -144,7 +146,7 @@ async def run_tests(task: OptimizationTask, copy: Copy) -> PytestSummary:
         return readers.parse_pytest_summary(done.stdout, "the test command's output")
     assert task.tests.output is not None
     output = results / task.tests.output
-    if not output.is_file():
+    if not (hostio.confined(copy.root, output) and output.is_file()):
         raise ValueError(f"the test command (exit {done.exit_code}) wrote no {task.tests.output}")
     return readers.parse_junit(output)
 
@@ -210,7 +212,10 @@ def _read_times(task: OptimizationTask, copy: Copy, results: Path) -> readers.Ti
     """The run's times, or None when it left no output file."""
     bench = task.benchmarks
     if bench.format == "asv":
-        found = sorted(copy.workdir.glob(bench.output), key=lambda p: p.stat().st_mtime)
+        found = sorted(
+            (p for p in copy.workdir.glob(bench.output) if hostio.confined(copy.root, p)),
+            key=lambda p: p.stat().st_mtime,
+        )
         if not found:
             return None
         times = readers.parse_asv(found[-1])
@@ -218,7 +223,7 @@ def _read_times(task: OptimizationTask, copy: Copy, results: Path) -> readers.Ti
             path.unlink()
         return times
     output = results / bench.output
-    if not output.is_file():
+    if not (hostio.confined(copy.root, output) and output.is_file()):
         return None
     parse = readers.parse_plain if bench.format == "plain" else readers.parse_pytest_benchmark
     return parse(output)
@@ -296,10 +301,11 @@ async def _agent(run: ItemRun, copy: Copy) -> AgentTrace:
     )
 
 
-def count_tool_calls(events: Path) -> tuple[int, str | None]:
-    """The `tool_call` events an external agent wrote to `$LLM_TOOL_TEST_EVENTS`, and a note
-    when there are none to count (no file, or one that is not a regular JSONL file)."""
-    if events.is_symlink() or not events.is_file():
+def count_tool_calls(root: Path, events: Path) -> tuple[int, str | None]:
+    """The `tool_call` events an external agent wrote to `$LLM_TOOL_TEST_EVENTS` under the
+    item's `root`, and a note when there are none to count (no file, or one that is not a
+    regular JSONL file, or reached through a link)."""
+    if not (hostio.confined(root, events) and events.is_file()):
         return 0, "trajectory length 0: the external agent wrote no events.jsonl"
     try:
         count = sum(e.get("event") == "tool_call" for _, e in event_records(events))
@@ -326,8 +332,8 @@ async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> 
         timeout=task.timeouts.agent,
         jail=copy.jail,
     )
-    (copy.root / "results" / "transcript.txt").write_text(transcript_of(done), encoding="utf-8")
-    length, why = count_tool_calls(events)
+    hostio.write_text(copy.root, copy.root / "results" / "transcript.txt", transcript_of(done))
+    length, why = count_tool_calls(copy.root, events)
     status = "timed out" if done.timed_out else f"exited {done.exit_code}"
     note = f"external agent {status}; cost unknown (counted as 0)"
     return length, f"{note}; {why}" if why else note

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from pytest_llmtool.records import InteractionMetrics, SubcommandMetrics, ToolCallResult
+from pytest_llmtool.sandbox import hostio
 from pytest_llmtool.sandbox.external import event_records
 
 # Characters that may stand right before the binary name (start of a word, of a command after
@@ -178,15 +179,16 @@ def from_transcript(
 
 
 def from_external(
-    events: Path, transcript: str, pattern: re.Pattern[str], completed: bool
+    root: Path, events: Path, transcript: str, pattern: re.Pattern[str], completed: bool
 ) -> tuple[InteractionMetrics, str | None]:
     """An external agent's metrics, and a note when its events file was unusable.
 
     The agent may write `events.jsonl` at `$LLM_TOOL_TEST_EVENTS` (the format `write_events`
     writes); its exit codes are real, so it is the source when present. Without it, or when it
     is not a regular file or does not parse, the transcript is scanned instead, and the note
-    says why, since the metrics are then guesses."""
-    if not events.is_symlink() and events.is_file():
+    says why, since the metrics are then guesses. `root` is the item's root: no link left
+    below it by the sandboxed commands is followed (`sandbox/hostio.py`)."""
+    if hostio.confined(root, events) and events.is_file():
         try:
             return from_tool_calls(read_events(events), pattern, completed), None
         except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, bad event
@@ -206,28 +208,28 @@ def _guess_exit_code(window: list[str]) -> int:
     return 1 if any(word in line for line in lowered for word in _ERROR_WORDS) else 0
 
 
-def write_events(path: Path, calls: list[ToolCallResult]) -> None:
-    """Write `events.jsonl`: a `tool_call` then a `tool_result` event per call.
+def events_text(calls: list[ToolCallResult]) -> str:
+    """`events.jsonl`'s text: a `tool_call` then a `tool_result` event per call.
 
     Tool calls carry no timestamps, so `ts` is the call's index (0.0, 1.0, ...): it orders
     events but is not seconds since the first one.
     """
-    with path.open("w", encoding="utf-8") as out:
-        for index, call in enumerate(calls):
-            ts = float(index)
-            events = (
-                {"event": "tool_call", "ts": ts, "command": call.commands},
-                {
-                    "event": "tool_result",
-                    "ts": ts,
-                    "command": call.commands,
-                    "exit_code": call.exit_code,
-                    "stdout": call.stdout,
-                    "stderr": call.stderr,
-                },
-            )
-            for event in events:
-                out.write(json.dumps(event, ensure_ascii=False) + "\n")
+    lines = []
+    for index, call in enumerate(calls):
+        ts = float(index)
+        events = (
+            {"event": "tool_call", "ts": ts, "command": call.commands},
+            {
+                "event": "tool_result",
+                "ts": ts,
+                "command": call.commands,
+                "exit_code": call.exit_code,
+                "stdout": call.stdout,
+                "stderr": call.stderr,
+            },
+        )
+        lines += [json.dumps(event, ensure_ascii=False) + "\n" for event in events]
+    return "".join(lines)
 
 
 def read_events(path: Path) -> list[ToolCallResult]:

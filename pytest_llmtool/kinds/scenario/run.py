@@ -23,9 +23,9 @@ from pytest_llmtool.judge import JudgeVerdict, load_rubric, run_judge
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
+    events_text,
     from_external,
     from_tool_calls,
-    write_events,
 )
 from pytest_llmtool.kinds.scenario.load import Scenario
 from pytest_llmtool.loop import run_agent_loop
@@ -36,7 +36,7 @@ from pytest_llmtool.records import (
     InteractionMetrics,
     ScenarioResult,
 )
-from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import run_shell
@@ -221,7 +221,7 @@ async def _builtin_agent(
         deadline=deadline,
         budget=run.budget,
     )
-    write_events(artifacts / "events.jsonl", trace.tool_calls)
+    hostio.write_text(run.root, artifacts / "events.jsonl", events_text(trace.tool_calls))
     # Seed 004's `completed`: finished on its own, not cut off by the turn limit or timeout.
     return trace, trace.transcript(), trace.natural_stop and not trace.timed_out
 
@@ -273,7 +273,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     if run.external is not None:
         transcript, completed = await _external_agent(run, run.external, workdir, env, jail)
         interaction, note = from_external(
-            artifacts / "events.jsonl", transcript, pattern, completed
+            run.root, artifacts / "events.jsonl", transcript, pattern, completed
         )
         notes += [note] if note else []
     else:
@@ -282,7 +282,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
             run, run.model, workdir, env, artifacts, jail
         )
         interaction = from_tool_calls(trace.tool_calls, pattern, completed)
-    (artifacts / "transcript.txt").write_text(transcript, encoding="utf-8")
+    hostio.write_text(run.root, artifacts / "transcript.txt", transcript)
     notes += await _post_scripts(scenario, workdir, env, jail)
 
     gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction, jail=jail))
@@ -329,7 +329,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         outcome=decided,
         reason=reason,
     )
-    (artifacts / "evaluation.json").write_text(evaluation.model_dump_json(indent=2))
+    hostio.write_text(run.root, artifacts / "evaluation.json", evaluation.model_dump_json(indent=2))
     return ScenarioResult(
         nodeid=run.nodeid,
         scenario=scenario.name,
