@@ -710,7 +710,9 @@ class AgentTaskMetrics(BaseModel):
     """FC-Eval's per-agent task payload (`agent_metrics_by_agent[agent:model]`).
 
     Speedup and advantages are None when no benchmark is valid. `task_speedup_ci` is ours:
-    the 95% interval of `task_speedup`, None with fewer than two rounds or on fallback."""
+    the 95% interval of `task_speedup`, None with fewer than two rounds or on fallback.
+    `tampered` (the agent changed the harness) and `measurement_failed` (its benchmark run
+    gave nothing usable) are ours too: either makes the attempt a failure."""
 
     per_benchmark_speedups: list[BenchmarkSpeedup]
     pytest_summary: PytestSummary
@@ -730,6 +732,8 @@ class AgentTaskMetrics(BaseModel):
     task_speedup_ci: SpeedupInterval | None = None
     task_cost_usd: float = 0.0
     trajectory_length: int = 0
+    tampered: bool = False
+    measurement_failed: bool = False
 
 
 class AgentRunSummary(BaseModel):
@@ -775,7 +779,8 @@ class OptimizationResult(ItemResult):
 
     `agent` is FC-Eval's `agent:model` key (`builtin:haiku`, `oracle:oracle`, `nop:nop`).
     Passed when the attempt succeeded (tests and snapshot held) and its task speedup is
-    strictly above the task's `min_speedup`."""
+    strictly above the task's `min_speedup`. `tampered_files` are the harness files the
+    agent changed (`kinds/optimization/harness.py`)."""
 
     task_id: str
     category: str
@@ -785,6 +790,7 @@ class OptimizationResult(ItemResult):
     oracle_pytest: PytestSummary | None = None
     trace: AgentTrace | None = None
     notes: list[str] = Field(default_factory=list)
+    tampered_files: list[str] = Field(default_factory=list)
     artifacts: str
     duration_ms: int
 

@@ -4,13 +4,17 @@ shipped JSON Schema (`optimization.schema.json`).
 Every mistake becomes one message naming the key path (`optimization.benchmarks.format: ...`),
 never an exception, so one bad task cannot stop the others. Files the task names (the
 project, a solution patch) must lie inside the task file's directory: they are copied into
-the sandbox, and nothing else of the host should be.
+the sandbox, and nothing else of the host should be. Paths inside a copy (outputs, the asv
+glob, `harness:`) must stay inside it: no absolute path, no `..`, and the project holds no
+link leading out of it and no FIFO, socket or device (the host reads what these name).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -24,17 +28,25 @@ from pytest_llmtool.safe_yaml import (
     read_yaml_file,
     schema_problems,
 )
-from pytest_llmtool.untrusted import nonprinting, shorten
+from pytest_llmtool.untrusted import nonprinting, shorten, wide_encoding
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
+_SHAPE_TEXT = re.compile(r"^optimization\s*:", re.MULTILINE)
 
 
 def looks_like_optimization(path: Path) -> bool:
-    """A YAML file with a top-level `optimization:` key (cheap: runs for every YAML file)."""
+    """A YAML file with a top-level `optimization:` key (cheap: runs for every YAML file).
+
+    A file saved as UTF-16 or UTF-32 is recognised too, so that its item says what is wrong
+    instead of the file being silently skipped."""
     try:
-        return bool(_SHAPE.search(path.read_bytes()))
+        raw = path.read_bytes()
     except OSError:
         return False
+    wide = wide_encoding(raw[:4])
+    if wide is not None:
+        return bool(_SHAPE_TEXT.search(raw.decode(wide[1], "replace").removeprefix("\ufeff")))
+    return bool(_SHAPE.search(raw))
 
 
 @cache
@@ -83,6 +95,7 @@ class OptimizationTask(_Model):
     benchmarks: Benchmarks
     tests: Tests
     snapshot: str | None = None
+    harness: list[str] = Field(default_factory=list)
     timeouts: Timeouts = Timeouts()
     min_speedup: float = 1.0
 
@@ -105,6 +118,60 @@ def _inside(base: Path, value: str, where: str, want_dir: bool) -> str | None:
     return None
 
 
+def _relative(value: str, where: str) -> str | None:
+    """Why a path inside a copy (an output, a glob, a harness entry) cannot be used, or None:
+    it must stay below the directory it is relative to."""
+    if value.startswith(("/", "~")) or Path(value).is_absolute():
+        return f"{where}: {value!r} is an absolute path; give one inside the copy"
+    if ".." in Path(value).parts:
+        return f"{where}: {value!r} has a `..` part; give a path inside the copy"
+    return None
+
+
+def _project_problem(project: Path) -> str | None:
+    """The project's first file the host must not copy or follow: a FIFO, socket or device
+    (copying it fails or hangs), or a symbolic link resolving outside the project."""
+    root = project.resolve()
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError as exc:
+                return f"optimization.project: cannot read {path}: {exc.strerror}"
+            where = path.relative_to(root)
+            if stat.S_ISLNK(mode):
+                if not path.resolve().is_relative_to(root):
+                    return (
+                        f"optimization.project: {where} is a symbolic link leading out of "
+                        f"the project (to {os.readlink(path)!r})"
+                    )
+            elif not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                kind = (
+                    "FIFO"
+                    if stat.S_ISFIFO(mode)
+                    else ("socket" if stat.S_ISSOCK(mode) else "device or special file")
+                )
+                return f"optimization.project: {where} is a {kind}; a project holds only files"
+    return None
+
+
+def _copy_paths(task: dict[str, Any], project: Path) -> list[str]:
+    """Problems of the paths the task names inside a copy of the project."""
+    bench, tests = task["benchmarks"], task["tests"]
+    named = [("optimization.benchmarks.output", bench["output"])]
+    if "output" in tests:
+        named.append(("optimization.tests.output", tests["output"]))
+    named += [(f"optimization.harness[{i}]", h) for i, h in enumerate(task.get("harness", []))]
+    problems = [found for where, value in named if (found := _relative(value, where))]
+    if problems:
+        return problems
+    for i, value in enumerate(task.get("harness", [])):
+        if not os.path.lexists(project / value):
+            problems.append(f"optimization.harness[{i}]: {value!r} is not in the project")
+    return problems
+
+
 def _problems(data: Any, base: Path) -> list[str]:
     errors = schema_problems(schema(), data)
     if errors:
@@ -120,6 +187,11 @@ def _problems(data: Any, base: Path) -> list[str]:
     ]
     found = _inside(base, task["project"], "optimization.project", want_dir=True)
     problems += [found] if found else []
+    if not found:
+        project = (base / task["project"]).resolve()
+        problems += _copy_paths(task, project)
+        found = _project_problem(project)
+        problems += [found] if found else []
     patch = task["solution"].get("patch")
     if patch is not None:
         found = _inside(base, patch, "optimization.solution.patch", want_dir=False)
@@ -152,6 +224,7 @@ def load_task(path: Path) -> OptimizationTask | str:
         benchmarks=Benchmarks(**task["benchmarks"]),
         tests=Tests(**task["tests"]),
         snapshot=task["snapshot"]["command"] if "snapshot" in task else None,
+        harness=task.get("harness", []),
         timeouts=Timeouts(**task.get("timeouts", {})),
         min_speedup=task.get("min_speedup", 1.0),
     )

@@ -233,6 +233,8 @@ def agent_task_metrics(
     *,
     oracle_pytest: PytestSummary | None = None,
     is_nop: bool = False,
+    tampered: bool = False,
+    measurement_failed: bool = False,
     task_cost_usd: float = 0.0,
     trajectory_length: int = 0,
 ) -> AgentTaskMetrics:
@@ -241,10 +243,11 @@ def agent_task_metrics(
     Benchmarks are every name any of the three runs has (a missing one is invalid).
     `oracle_pytest` is the oracle's counts in a multi-agent merge. A failed agent that is
     not the nop falls back to the baseline, and the task speedup and every level are
-    recomputed from those effective speedups."""
+    recomputed from those effective speedups. An agent that `tampered` with the harness or
+    whose benchmark run failed (`measurement_failed`) has failed too."""
     tests_failed = pytest_failed(pytest_summary, oracle_pytest)
     snap_failed = snapshot_failed(snapshot_summary)
-    success = not (tests_failed or snap_failed)
+    success = not (tests_failed or snap_failed or tampered or measurement_failed)
     fallback = not success and not is_nop
     names = sorted({*nop, *oracle, *agent})
     benchmarks = [
@@ -278,6 +281,8 @@ def agent_task_metrics(
         else task_speedup_interval([(nop[n], agent[n]) for n, _, _ in valid]),
         task_cost_usd=task_cost_usd,
         trajectory_length=trajectory_length,
+        tampered=tampered,
+        measurement_failed=measurement_failed,
     )
 
 

@@ -4,8 +4,10 @@ Three copies of the project take part: the untouched baseline (nop) and the refe
 solution (oracle), prepared once per task and process and shared by every item of the task,
 and the agent's own. Tests run once per copy; benchmarks run interleaved in rounds (nop,
 oracle, agent, nop, ...) so that the machine's drift hits all three alike, each run holding
-a host-wide lock (`HOST_LOCK`) so that no two measurements share the machine, whatever the
-concurrency. Every command runs in the copy's bubblewrap jail unless `--llm-sandbox=none`.
+a lock (`host_lock`) so that no two measurements of this user share the machine, whatever
+the concurrency. The agent's copy is checked against the pristine project's harness first
+(`harness.py`): the harness is restored before measuring, and an attempt that changed it is
+tampered, a failure. Every command runs in the copy's bubblewrap jail unless `--llm-sandbox=none`.
 With `--llm-agent-cmd` the external agent runs in the agent's copy instead of the built-in
 loop, as scenarios run it (`sandbox/external.py`).
 """
@@ -17,16 +19,19 @@ import fcntl
 import os
 import shlex
 import shutil
+import stat
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.budget import Budget
+from pytest_llmtool.kinds.optimization import harness
 from pytest_llmtool.kinds.optimization import results as readers
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
 from pytest_llmtool.kinds.optimization.metrics import (
@@ -42,7 +47,8 @@ from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
 
-HOST_LOCK = Path(tempfile.gettempdir()) / "pytest-llmtool-bench.lock"
+LOCK_NAME = "bench.lock"
+SUMMARY_TAIL = 64 * 1024  # bytes of a test log read for pytest's summary line, at its end
 OFFLINE = ("oracle", "nop")
 SYSTEM_PROMPT = (
     "You are working in a Python project's directory. Use the bash tool to run commands "
@@ -58,7 +64,8 @@ class TaskBroken(SandboxError):
 
 
 class MeasurementFailed(SandboxError):
-    """A benchmark run gave nothing usable: the item cannot be scored."""
+    """A benchmark run gave nothing usable: the item cannot be scored (the agent's copy's
+    run failing is the agent's failure instead, see `measure`)."""
 
 
 @dataclass(frozen=True)
@@ -139,11 +146,15 @@ async def run_tests(task: OptimizationTask, copy: Copy) -> PytestSummary:
     if not hostio.confined(copy.root, copy.root / "results"):
         raise ValueError("the results directory was replaced by a link or special file")
     results = Path(tempfile.mkdtemp(prefix="tests-", dir=copy.root / "results"))
-    done = await _shell(copy, task.tests.command, task.timeouts.tests, results)
+    command = task.tests.command
+    log = results / "llmtool-tests.log"
+    if task.tests.format == "summary":  # pytest's summary line ends a log of any length
+        command = f"{{ {command}\n}} > {shlex.quote(str(log))}"
+    done = await _shell(copy, command, task.timeouts.tests, results)
     if done.timed_out:
         raise ValueError(f"the test command timed out after {task.timeouts.tests:g} s")
     if task.tests.format == "summary":
-        return readers.parse_pytest_summary(done.stdout, "the test command's output")
+        return readers.parse_pytest_summary(_tail_of(copy, log), "the test command's output")
     assert task.tests.output is not None
     output = results / task.tests.output
     if not (hostio.confined(copy.root, output) and output.is_file()):
@@ -151,11 +162,28 @@ async def run_tests(task: OptimizationTask, copy: Copy) -> PytestSummary:
     return readers.parse_junit(output)
 
 
-async def snapshot_output(task: OptimizationTask, copy: Copy) -> str | None:
-    """The snapshot command's stdout, or None when it failed."""
+def _tail_of(copy: Copy, log: Path) -> str:
+    """The last `SUMMARY_TAIL` bytes of a log the command wrote, never through a link."""
+    if not hostio.confined(copy.root, log):
+        raise ValueError("the test log was replaced by a link or special file")
+    try:
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValueError(f"the test command left no output: {exc.strerror}") from None
+    with open(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("the test log is not a regular file")
+        stream.seek(max(0, os.fstat(fd).st_size - SUMMARY_TAIL))
+        return stream.read(SUMMARY_TAIL).decode("utf-8", "replace")
+
+
+async def snapshot_output(task: OptimizationTask, copy: Copy) -> tuple[str | None, str]:
+    """The snapshot command's stdout, or None and why when it failed or timed out."""
     assert task.snapshot is not None
     done = await _shell(copy, task.snapshot, task.timeouts.tests)
-    return done.stdout if done.exit_code == 0 else None
+    if done.timed_out:
+        return None, f"timed out after {task.timeouts.tests:g} s"
+    return (done.stdout, "") if done.exit_code == 0 else (None, f"exit {done.exit_code}")
 
 
 async def prepare_reference(task: OptimizationTask, root: Path, sandbox: str) -> Reference:
@@ -176,6 +204,12 @@ async def prepare_reference(task: OptimizationTask, root: Path, sandbox: str) ->
         except ValueError as exc:
             raise TaskBroken(f"the task is broken: the {copy.label} copy's tests: {exc}") from None
     nop_pytest, oracle_pytest = summaries
+    changed = harness.changes(task, oracle.workdir)
+    if changed:
+        raise TaskBroken(
+            "the task is broken: the reference solution changes the harness: "
+            + ", ".join(changed[:10])
+        )
     if oracle_pytest.failures:
         raise TaskBroken(
             "the task is broken: the reference solution fails its tests "
@@ -183,45 +217,98 @@ async def prepare_reference(task: OptimizationTask, root: Path, sandbox: str) ->
         )
     snapshot = None
     if task.snapshot is not None:
-        snapshot = await snapshot_output(task, nop)
+        snapshot, why = await snapshot_output(task, nop)
         if snapshot is None:
             raise TaskBroken(
-                f"the task is broken: the snapshot command fails on the baseline: {task.snapshot}"
+                f"the task is broken: the snapshot command fails on the baseline ({why}): "
+                f"{task.snapshot}"
             )
-        if await snapshot_output(task, oracle) != snapshot:
+        if (await snapshot_output(task, oracle))[0] != snapshot:
             raise TaskBroken(
                 "the task is broken: the reference solution changes the snapshot output"
             )
     return Reference(nop, oracle, nop_pytest, oracle_pytest, snapshot)
 
 
+def lock_directory(base: Path | None = None) -> Path:
+    """This user's own directory for the benchmark lock, `pytest-llmtool-<uid>` in the
+    temporary directory, created 0700; `SandboxError` when it is a link, someone else's, or
+    open to others (anyone else could then plant a link or FIFO as the lock)."""
+    uid = os.getuid()
+    path = (base or Path(tempfile.gettempdir())) / f"pytest-llmtool-{uid}"
+    with suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
+        raise SandboxError(
+            f"{path} is not a directory of yours that only you can write (a link, another "
+            "user's, or open to others): remove it to let pytest-llmtool create its own"
+        )
+    return path
+
+
+def _open_lock(directory: Path) -> int:
+    """The lock file, never through a link and never a FIFO (opened without blocking)."""
+    path = directory / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        raise SandboxError(f"cannot open the benchmark lock {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SandboxError(f"the benchmark lock {path} is not a regular file: remove it")
+    return fd
+
+
 @asynccontextmanager
-async def host_lock() -> AsyncIterator[None]:
-    """One measurement at a time on this host: an exclusive `flock`, waited for in a thread.
+async def host_lock(base: Path | None = None) -> AsyncIterator[None]:
+    """One measurement of this user's at a time on this host: an exclusive `flock` on a
+    file in the user's own directory, waited for in a thread with one line saying so.
 
     Each holder opens the file itself, so holders in one process exclude each other too."""
-    fd = os.open(HOST_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    fd = _open_lock(lock_directory(base))
     try:
-        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                "pytest-llmtool: waiting for another measurement to finish (benchmark lock "
+                f"{lock_directory(base) / LOCK_NAME})",
+                file=sys.stderr,
+                flush=True,
+            )
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
-def _read_times(task: OptimizationTask, copy: Copy, results: Path) -> readers.Times | None:
-    """The run's times, or None when it left no output file."""
+def _outputs(copy: Copy, pattern: str) -> dict[Path, tuple[int, int, int]]:
+    """The files an asv glob matches in the copy, never through a link, with what tells a
+    rewritten file from the one before (inode, size, modification time)."""
+    found = {}
+    for path in copy.workdir.glob(pattern):
+        if hostio.confined(copy.root, path) and path.is_file():
+            info = path.lstat()
+            found[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
+    return found
+
+
+def _read_times(
+    task: OptimizationTask,
+    copy: Copy,
+    results: Path,
+    before: dict[Path, tuple[int, int, int]],
+) -> readers.Times | None:
+    """The run's times, or None when it left no output file. For asv, the newest file the
+    run wrote or rewrote (`before`: what matched before it); the host deletes none."""
     bench = task.benchmarks
     if bench.format == "asv":
+        after = _outputs(copy, bench.output)
         found = sorted(
-            (p for p in copy.workdir.glob(bench.output) if hostio.confined(copy.root, p)),
-            key=lambda p: p.stat().st_mtime,
+            (k for k, v in after.items() if before.get(k) != v), key=lambda p: after[p][2]
         )
-        if not found:
-            return None
-        times = readers.parse_asv(found[-1])
-        for path in found:  # the next round starts from no results
-            path.unlink()
-        return times
+        return readers.parse_asv(found[-1]) if found else None
     output = results / bench.output
     if not (hostio.confined(copy.root, output) and output.is_file()):
         return None
@@ -233,12 +320,15 @@ async def benchmark_once(task: OptimizationTask, copy: Copy) -> readers.Times:
     """One benchmark run of a copy under the host lock; `MeasurementFailed` when it gave
     nothing usable or a time that is not a positive number."""
     bench = task.benchmarks
-    results = Path(tempfile.mkdtemp(prefix="bench-", dir=copy.root / "results"))
     where = f"benchmark command in the {copy.label} copy"
+    if not hostio.confined(copy.root, copy.root / "results"):
+        raise MeasurementFailed(f"{where}: the results directory was replaced by a link")
+    results = Path(tempfile.mkdtemp(prefix="bench-", dir=copy.root / "results"))
+    before = _outputs(copy, bench.output) if bench.format == "asv" else {}
     async with host_lock():
         done = await _shell(copy, bench.command, task.timeouts.benchmark, results)
         try:
-            times = _read_times(task, copy, results)
+            times = _read_times(task, copy, results, before)
         except ValueError as exc:
             raise MeasurementFailed(f"{where}: {exc}") from None
     if times is None:
@@ -253,22 +343,53 @@ async def benchmark_once(task: OptimizationTask, copy: Copy) -> readers.Times:
     return times
 
 
-async def measure(task: OptimizationTask, copies: Sequence[Copy]) -> list[dict[str, list[float]]]:
+@dataclass
+class Measured:
+    """What `measure` found: each copy's times, why the agent's run failed (None when it
+    did not), and the harness files the agent's code changed while it was measured."""
+
+    times: list[dict[str, list[float]]]
+    failure: str | None
+    tampered: list[str]
+
+
+async def measure(
+    task: OptimizationTask, copies: Sequence[Copy], agent: Copy | None = None
+) -> Measured:
     """Each copy's times, one value per measured round (the median of that run's samples),
     so that rounds pair by index across copies. A benchmark a run reports without times
-    stays, empty (invalid, but counted)."""
+    stays, empty (invalid, but counted).
+
+    `agent`, one of `copies`, is the agent's: its run failing is the agent's failure (its
+    code crashed, or it broke its own measurement), returned as the second value, and the
+    agent is measured no further; any other copy's failure raises `MeasurementFailed`.
+    Before each of the agent's runs its harness is checked and restored: the agent's code
+    ran since (tests, the last round) and may have rewritten it."""
     measured: list[dict[str, list[float]]] = [{} for _ in copies]
     bench = task.benchmarks
+    failure: str | None = None
+    tampered: set[str] = set()
     for round_ in range(bench.warmup + bench.rounds):
         for copy, times in zip(copies, measured, strict=True):
-            run = await benchmark_once(task, copy)
+            if copy is agent and failure is not None:
+                continue
+            if copy is agent:
+                tampered.update(harness.changes(task, copy.workdir))
+                harness.restore(task, copy.workdir)
+            try:
+                run = await benchmark_once(task, copy)
+            except MeasurementFailed as exc:
+                if copy is not agent:
+                    raise
+                failure = str(exc)
+                continue
             if round_ < bench.warmup:
                 continue
             for name, samples in run.items():
                 times.setdefault(name, [])
                 if samples:
                     times[name].append(statistics.median(samples))
-    return measured
+    return Measured(measured, failure, sorted(tampered))
 
 
 @dataclass(frozen=True)
@@ -339,6 +460,24 @@ async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> 
     return length, f"{note}; {why}" if why else note
 
 
+def _fresh_results(copy: Copy) -> None:
+    """Replace whatever the agent left as `results/` when it is no directory (a link, a
+    file) by an empty directory: each run writes into a fresh directory made in it."""
+    results = copy.root / "results"
+    try:
+        if stat.S_ISDIR(results.lstat().st_mode):
+            return
+        results.unlink()
+    except FileNotFoundError:
+        pass
+    results.mkdir()
+
+
+def _tampered_note(changed: list[str], when: str) -> str:
+    more = f" (and {len(changed) - 10} more)" if changed[10:] else ""
+    return f"tampered: the agent's copy changed the harness {when}: {', '.join(changed[:10])}{more}"
+
+
 async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     started = time.perf_counter()
     task = run.task
@@ -353,6 +492,11 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     else:
         trace = await _agent(run, copy)
         trajectory_length = trace.turns
+    # Measured as the task's author wrote it: the harness back from the pristine project.
+    tampered = harness.changes(task, copy.workdir)
+    notes += [_tampered_note(tampered, "during its run")] if tampered else []
+    harness.restore(task, copy.workdir)
+    _fresh_results(copy)
     try:
         tests = await run_tests(task, copy)
     except ValueError as exc:
@@ -360,21 +504,33 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         tests = PytestSummary(errors=1)
     snapshot = None
     if reference.snapshot is not None:
-        same = await snapshot_output(task, copy) == reference.snapshot
+        same = (await snapshot_output(task, copy))[0] == reference.snapshot
         snapshot = SnapshotSummary(status="passed" if same else "failed")
     is_nop = external is None and run.model.name == "nop"
     # A failed agent is scored as the baseline: its own times would not be used.
     failed = pytest_failed(tests, reference.oracle_pytest) or snapshot_failed(snapshot)
-    copies = [reference.nop, reference.oracle] + ([] if failed and not is_nop else [copy])
-    nop, oracle, *agent = await measure(task, copies)
+    failed = failed or bool(tampered)
+    agent_copy = None if failed and not is_nop else copy
+    copies = [reference.nop, reference.oracle] + ([] if agent_copy is None else [agent_copy])
+    measured = await measure(task, copies, agent_copy)
+    (nop, oracle, *agent), broken = measured.times, measured.failure
+    if broken is not None:
+        notes.append(f"the agent's benchmark run failed, counted as a failure: {broken}")
+    # the agent's code ran in its tests and benchmarks too: it may have rewritten the harness
+    late = sorted(set(measured.tampered) | set(harness.changes(task, copy.workdir)))
+    if late and not tampered:
+        notes.append(_tampered_note(late, "while it was tested or measured"))
+        tampered = late
     metrics = agent_task_metrics(
         nop,
         oracle,
-        agent[0] if agent else {},
+        agent[0] if agent and broken is None else {},
         tests,
         snapshot,
         oracle_pytest=reference.oracle_pytest,
         is_nop=is_nop,
+        tampered=bool(tampered),
+        measurement_failed=broken is not None,
         task_cost_usd=(trace.cost_usd or 0.0) if trace else 0.0,
         trajectory_length=trajectory_length,
     )
@@ -390,6 +546,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         oracle_pytest=reference.oracle_pytest,
         trace=trace,
         notes=notes,
+        tampered_files=tampered,
         artifacts=str(run.root),
         duration_ms=round((time.perf_counter() - started) * 1000),
     )
@@ -404,6 +561,11 @@ def headline(result: OptimizationResult) -> str:
     m = result.metrics
     if m.fallback_to_baseline or not m.success:
         why = []
+        if m.tampered:
+            shown = ", ".join(result.tampered_files[:5])
+            why.append(f"tampered with the harness ({shown})" if shown else "tampered")
+        if m.measurement_failed:
+            why.append("its benchmark run failed")
         if m.pytest_failed:
             why.append(f"{m.pytest_summary.failures} tests failed")
         if m.snapshot_failed:
