@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,75 @@ def write_guidance_comparison(root: Path) -> Path:
     gate = {"type": "file_contains", "path": "AGENTS.md", "substring": "note add"}
     data["evaluation"]["gates"].append(gate)  # only v2.md says "note add"
     return write_scenario(root, data)
+
+
+# An optimization task: `pkg.work` sleeps 4 ms; the oracle copies in `fast/rows.py`.
+SLOW = "import time\n\n\ndef work(n):\n    time.sleep(0.004)\n    return n * 2\n"
+FAST = "def work(n):\n    return n * 2\n"
+BROKEN = "def work(n):\n    return n * 3\n"
+TEST = "from pkg.rows import work\n\n\ndef test_work():\n    assert work(2) == 4\n"
+BENCH = textwrap.dedent(
+    """\
+    from pkg.rows import work
+
+
+    def test_bench_work(benchmark):
+        benchmark.pedantic(work, args=(3,), rounds=5, iterations=1)
+    """
+)
+BENCH_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest benches -q -p no:cacheprovider "
+    "-p pytest_benchmark.plugin "
+    "--benchmark-json=$LLMTOOL_RESULTS/bench.json"
+)
+TEST_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest tests -q -p no:cacheprovider "
+    "--junitxml=$LLMTOOL_RESULTS/junit.xml"
+)
+
+
+def write_project(root: Path) -> None:
+    for path, content in {
+        "project/pkg/__init__.py": "",
+        "project/pkg/rows.py": SLOW,
+        "project/tests/check_rows.py": TEST,
+        "project/benches/bench_rows.py": BENCH,
+        "project/benches/conftest.py": "",
+        "project/pytest.ini": "[pytest]\npython_files = check_*.py bench_*.py\n",
+        "project/fast/rows.py": FAST,
+        "project/broken/rows.py": BROKEN,
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+
+
+def task(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "faster_work",
+        "category": "toy",
+        "project": "project",
+        "prompt": "Make work faster without changing its behaviour.",
+        "solution": {"commands": ["cp fast/rows.py pkg/rows.py"]},
+        "benchmarks": {
+            "command": BENCH_CMD,
+            "format": "pytest-benchmark",
+            "output": "bench.json",
+            "rounds": 2,
+        },
+        "tests": {"command": TEST_CMD, "format": "junit", "output": "junit.xml"},
+    }
+    body.update(overrides)
+    return {"optimization": body}
+
+
+def write_task(root: Path, data: dict[str, Any], name: str = "task") -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def write_agent(root: Path, body: str) -> Path:
+    agent = root / "agent.sh"
+    agent.write_text("#!/bin/bash\n" + textwrap.dedent(body))
+    agent.chmod(0o755)
+    return agent

@@ -2,84 +2,19 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-import yaml
 from fake_llm_server import FakeLLMServer, Turn
-from helpers import read_report, schema_errors
-
-SLOW = "import time\n\n\ndef work(n):\n    time.sleep(0.004)\n    return n * 2\n"
-FAST = "def work(n):\n    return n * 2\n"
-BROKEN = "def work(n):\n    return n * 3\n"
-TEST = "from pkg.rows import work\n\n\ndef test_work():\n    assert work(2) == 4\n"
-BENCH = textwrap.dedent(
-    """\
-    from pkg.rows import work
-
-
-    def test_bench_work(benchmark):
-        benchmark.pedantic(work, args=(3,), rounds=5, iterations=1)
-    """
-)
-BENCH_CMD = (
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest benches -q -p no:cacheprovider "
-    "-p pytest_benchmark.plugin "
-    "--benchmark-json=$LLMTOOL_RESULTS/bench.json"
-)
-TEST_CMD = (
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest tests -q -p no:cacheprovider "
-    "--junitxml=$LLMTOOL_RESULTS/junit.xml"
-)
-
-
-def write_project(root: Path) -> None:
-    for path, content in {
-        "project/pkg/__init__.py": "",
-        "project/pkg/rows.py": SLOW,
-        "project/tests/check_rows.py": TEST,
-        "project/benches/bench_rows.py": BENCH,
-        "project/benches/conftest.py": "",
-        "project/pytest.ini": "[pytest]\npython_files = check_*.py bench_*.py\n",
-        "project/fast/rows.py": FAST,
-        "project/broken/rows.py": BROKEN,
-    }.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(content)
-
-
-def task(**overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": "faster_work",
-        "category": "toy",
-        "project": "project",
-        "prompt": "Make work faster without changing its behaviour.",
-        "solution": {"commands": ["cp fast/rows.py pkg/rows.py"]},
-        "benchmarks": {
-            "command": BENCH_CMD,
-            "format": "pytest-benchmark",
-            "output": "bench.json",
-            "rounds": 2,
-        },
-        "tests": {"command": TEST_CMD, "format": "junit", "output": "junit.xml"},
-    }
-    body.update(overrides)
-    return {"optimization": body}
+from helpers import read_report, schema_errors, task, write_project, write_task
 
 
 @pytest.fixture
 def opt(pytester: pytest.Pytester) -> Path:
     write_project(pytester.path)
     return pytester.path
-
-
-def write_task(root: Path, data: dict[str, Any], name: str = "task") -> Path:
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_oracle_is_faster_and_nop_is_unchanged(pytester: pytest.Pytester, opt: Path) -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import read_report, schema_errors
-from test_optimization import task, write_project, write_task
+from helpers import read_report, schema_errors, task, write_agent, write_project, write_task
 
 from pytest_llmtool.kinds.optimization.run import count_tool_calls
 
 EVENT = '{"event": "%s", "ts": 0, "command": "cp fast/rows.py pkg/rows.py", "exit_code": 0}'
-
-
-def write_agent(root: Path, body: str) -> Path:
-    agent = root / "agent.sh"
-    agent.write_text("#!/bin/bash\n" + textwrap.dedent(body))
-    agent.chmod(0o755)
-    return agent
 
 
 # Applies the reference change, records one tool call, and reports what it was given.

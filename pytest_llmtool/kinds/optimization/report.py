@@ -31,6 +31,8 @@ def _num(value: float | None) -> str:
 
 
 def _outcome(r: OptimizationResult) -> str:
+    if r.metrics.tampered:
+        return "TAMPERED"
     if r.metrics.fallback_to_baseline:
         return "REVERTED"
     return "PASS" if r.passed else "FAIL"
@@ -118,6 +120,8 @@ def markdown_details(report: EvalReport) -> list[str]:
         m = r.metrics
         lines += [f"### {text(r.task_id)} [{text(r.agent)}]: {_outcome(r)}", ""]
         lines += [f"- Artifacts: {code(r.artifacts)}"]
+        if r.tampered_files:
+            lines += [f"- Tampered: {', '.join(code(f) for f in r.tampered_files)}"]
         lines += [f"- Note: {text(note)}" for note in r.notes]
         lines += [""]
         lines += [*table(*benchmark_rows(m)), ""]
@@ -149,6 +153,11 @@ def html_details(r: OptimizationResult) -> list[str]:
         f"(needs above {r.min_speedup:g}x); advantage {fragments.esc(_num(m.agent_advantage))}; "
         f"tests {tests.passed} passed, {tests.failures} failing; outcome {_outcome(r)}</p>",
         fragments.table(*benchmark_rows(m)),
+        *(
+            [f"<p>Tampered: {fragments.esc(', '.join(r.tampered_files))}</p>"]
+            if r.tampered_files
+            else []
+        ),
         *(f"<p>Note: {fragments.esc(note)}</p>" for note in r.notes),
     ]
     parts = [fragments.fold("Speedups", "".join(said), section="speedups", is_open=True)]

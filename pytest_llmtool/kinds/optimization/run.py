@@ -453,6 +453,7 @@ async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> 
         timeout=task.timeouts.agent,
         jail=copy.jail,
     )
+    _fresh_results(copy)  # the agent may have left a link there
     hostio.write_text(copy.root, copy.root / "results" / "transcript.txt", transcript_of(done))
     length, why = count_tool_calls(copy.root, events)
     status = "timed out" if done.timed_out else f"exited {done.exit_code}"
