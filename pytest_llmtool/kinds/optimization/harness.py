@@ -9,8 +9,9 @@ difference makes the attempt tampered: a failure, never a speedup.
 The harness is, relative to the project:
 - every path a benchmark, test or snapshot command names (a word of the command, or the
   value after `=` in one, `::test` ids cut) that exists in the project;
-- pytest's root configuration (`conftest.py`, `pytest.ini`) and Python's start-up hooks
-  (`sitecustomize.py`, `usercustomize.py`), which must stay as they are, or absent;
+- pytest's root `conftest.py` and configuration (`pytest.ini`, `.pytest.ini`, `tox.ini`,
+  `setup.cfg`, and `pyproject.toml` unless a `pytest.ini` overrides it) and Python's start-up
+  hooks (`sitecustomize.py`, `usercustomize.py`), which must stay as they are, or absent;
 - for asv, `asv.conf.json` and its `benchmark_dir` (`benchmarks` unless it says otherwise);
 - what the task lists under `harness:`.
 A new top-level module or package named like one installed outside the project (say
@@ -32,7 +33,16 @@ from pathlib import Path, PurePosixPath
 
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
 
-ALWAYS = ("conftest.py", "pytest.ini", "sitecustomize.py", "usercustomize.py")
+# pytest's root conftest and configuration files, Python's start-up hooks
+ALWAYS = (
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
 CACHE = "__pycache__"
 
 
@@ -77,6 +87,8 @@ def harness_paths(task: OptimizationTask) -> list[str]:
     named = {c for cmd in commands for w in _words(cmd) if (c := _candidate(w)) is not None}
     found = {p for p in named if os.path.lexists(project / p)}
     found |= set(ALWAYS)
+    if not os.path.lexists(project / "pytest.ini"):  # which takes precedence, even empty
+        found.add("pyproject.toml")
     if task.benchmarks.format == "asv":
         found |= {"asv.conf.json", _asv_benchmark_dir(project)}
     found |= {c for h in task.harness if (c := _candidate(h)) is not None}
