@@ -197,6 +197,16 @@ def test_an_agent_that_rewrites_the_benchmark_is_tampered_not_faster(
     result.stdout.fnmatch_lines(
         ["*: tampered with the harness (benches/bench_rows.py)*", "*TAMPERED*"]
     )
+    # issue 20: each figure rounded, defined under the tables, and Passed beside Success
+    result.stdout.re_match_lines(
+        [
+            r"^tests: 1 passed, 0 failed, 0 errors; advantage \(agent - oracle speedup\) "
+            r"-\d+\.\d{3}$",
+            r"^external:m +1 +1\.00x .* 0% +0% ",
+            r"^Agents: builtin:<model> is the built-in tool loop",
+            r"^Success: the attempt kept the tests and snapshot passing and did not tamper",
+        ]
+    )
     (run,) = read_report(pytester)["optimization_results"]
     assert run["tampered_files"] == ["benches/bench_rows.py"]
     metrics = run["metrics"]

@@ -18,6 +18,19 @@ from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 
+# What every figure and label of the optimization tables means, printed under them.
+LEGEND = (
+    "Agents: builtin:<model> is the built-in tool loop driving <model>, external:<model> "
+    "--llm-agent-cmd, oracle:oracle replays the reference solution, nop:nop changes nothing "
+    "(the baseline).",
+    "Speedup: baseline time / agent time (geometric mean over benchmarks; 1.00x when reverted); "
+    "Oracle: the same for the reference solution.",
+    "Advantage: agent speedup - oracle speedup, in x (negative: slower than the reference; "
+    "for oracle:oracle two measurements of the same code, so only noise).",
+    "Success: the attempt kept the tests and snapshot passing and did not tamper "
+    "(FC-Eval's, whatever the speedup); Passed/PASS: it also beat the task's min_speedup.",
+)
+
 
 def _x(value: float | None, ci: SpeedupInterval | Interval | None = None) -> str:
     if value is None:
@@ -68,6 +81,7 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         "Attempts",
         "Mean speedup [95% CI]",
         "Success",
+        "Passed",
         "Adv L1",
         "Adv L2",
         "Adv L3",
@@ -76,12 +90,16 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         "Trajectory",
     ]
     summary = report.optimization
+    passed: dict[str, list[bool]] = {}
+    for r in report.optimization_results:
+        passed.setdefault(r.agent, []).append(r.passed)
     rows = [
         [
             agent,
             str(s.attempts),
             _x(s.mean_speedup, s.mean_speedup_ci),
             f"{s.mean_success_rate:.0%}",
+            f"{sum(passed.get(agent, [])) / max(1, len(passed.get(agent, []))):.0%}",
             _num(s.agent_advantage_level1),
             _num(s.agent_advantage_level2),
             _num(s.agent_advantage_level3),
@@ -105,13 +123,15 @@ def terminal_lines(report: EvalReport) -> list[str]:
     lines = ["Optimization tasks (tests: passed/failed):"]
     lines += format_table(*result_rows(report.optimization_results))
     lines += ["", *format_table(*agent_rows(report))]
-    return [*lines, SMALL_NOTE] if _small(report) else lines
+    lines += [SMALL_NOTE] if _small(report) else []
+    return [*lines, *LEGEND]
 
 
 def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Optimization", "", *table(*result_rows(report.optimization_results)), ""]
     lines += ["## Optimization by Agent", "", *table(*agent_rows(report)), ""]
-    return [*lines, markdown_note(SMALL_NOTE), ""] if _small(report) else lines
+    lines += [markdown_note(SMALL_NOTE), ""] if _small(report) else []
+    return [*lines, *(f"- {markdown_note(line)}" for line in LEGEND), ""]
 
 
 def markdown_details(report: EvalReport) -> list[str]:

@@ -592,7 +592,8 @@ def failure_lines(result: OptimizationResult) -> list[str]:
     lines += [
         "",
         f"tests: {t.passed} passed, {t.failed} failed, {t.errors} errors; "
-        f"advantage {m.agent_advantage if m.agent_advantage is not None else '-'}",
+        "advantage (agent - oracle speedup) "
+        + ("-" if m.agent_advantage is None else f"{m.agent_advantage:+.3f}"),
         *result.notes,
         f"artifacts: {result.artifacts}",
     ]
