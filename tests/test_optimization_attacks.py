@@ -373,3 +373,20 @@ def test_an_agent_whose_code_rewrites_the_benchmark_later_is_tampered(
     assert run["tampered_files"] == ["benches/bench_rows.py"]
     assert run["metrics"]["tampered"] and run["metrics"]["task_speedup"] == 1.0
     assert any("while it was tested or measured" in note for note in run["notes"])
+
+
+def test_an_agent_that_replaces_its_copy_by_a_link_deletes_nothing(
+    pytester: pytest.Pytester, victim: Path
+) -> None:
+    """Restoring the harness through `work -> victim` would remove the victim's folders."""
+    for folder in ("benches", "tests"):
+        (victim / folder).mkdir()
+        (victim / folder / "keep.txt").write_text("mine")
+    write_project(pytester.path)
+    write_task(pytester.path, task())
+    agent = write_agent(pytester.path, f"cd .. && mv work gone && ln -s {victim} work\n")
+    result = pytester.runpytest(f"--llm-agent-cmd={agent}", "--llm-model=m", "--llm-report=out")
+    result.assert_outcomes(failed=1)
+    (run,) = read_report(pytester)["optimization_results"]
+    assert run["tampered_files"] == ["work (the copy itself was replaced or removed)"]
+    assert (victim / "benches" / "keep.txt").exists() and (victim / "tests" / "keep.txt").exists()

@@ -171,9 +171,18 @@ def _shadowing(pristine: Path, work: Path) -> list[str]:
     return found
 
 
+def _is_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def changes(task: OptimizationTask, work: Path) -> list[str]:
     """The harness paths the copy at `work` has changed, added or removed against the
     pristine project, sorted; empty when it is intact."""
+    if not _is_directory(work):
+        return [f"{work.name} (the copy itself was replaced or removed)"]
     changed: list[str] = []
     for relative in harness_paths(task):
         if not _on_the_way(work, relative):
@@ -198,7 +207,12 @@ def _remove(path: Path) -> None:
 def restore(task: OptimizationTask, work: Path) -> None:
     """Put the pristine harness back into the copy at `work` (run only while nothing runs
     in it): whatever stands there, a link included, is removed, never followed, and so are
-    the bytecode caches of a harness file (a planted `.pyc` would run instead of it)."""
+    the bytecode caches of a harness file (a planted `.pyc` would run instead of it). A copy
+    that is no directory any more (a link) is replaced by the pristine project."""
+    if not _is_directory(work):
+        _remove(work)
+        shutil.copytree(task.project, work, symlinks=True)
+        return
     for relative in harness_paths(task):
         cache_dir = (work / relative).parent / CACHE
         if _on_the_way(work, relative) and cache_dir.is_dir() and not cache_dir.is_symlink():

@@ -266,14 +266,15 @@ async def host_lock(base: Path | None = None) -> AsyncIterator[None]:
     file in the user's own directory, waited for in a thread with one line saying so.
 
     Each holder opens the file itself, so holders in one process exclude each other too."""
-    fd = _open_lock(lock_directory(base))
+    directory = lock_directory(base)
+    fd = _open_lock(directory)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(
                 "pytest-llmtool: waiting for another measurement to finish (benchmark lock "
-                f"{lock_directory(base) / LOCK_NAME})",
+                f"{directory / LOCK_NAME})",
                 file=sys.stderr,
                 flush=True,
             )
