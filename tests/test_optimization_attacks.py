@@ -55,6 +55,7 @@ def victim(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("tests", "../junit.xml", "optimization.tests.output: * has a `..` part*"),
         ("harness", "../bench.py", "optimization.harness[[]0]: * has a `..` part*"),
         ("harness", "nowhere.py", "optimization.harness[[]0]: 'nowhere.py' is not in the project*"),
+        ("harness", "./", "optimization.harness[[]0]: './' names the whole project*"),
     ],
 )
 def test_paths_leading_out_of_the_copy_are_refused_at_load(

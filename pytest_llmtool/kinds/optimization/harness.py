@@ -12,6 +12,9 @@ The harness is, relative to the project:
 - pytest's root `conftest.py` and configuration (`pytest.ini`, `.pytest.ini`, `tox.ini`,
   `setup.cfg`, and `pyproject.toml` unless a `pytest.ini` overrides it) and Python's start-up
   hooks (`sitecustomize.py`, `usercustomize.py`), which must stay as they are, or absent;
+- the folders a test or benchmark run collects by convention when a command names none:
+  `tests`, `test`, `testing`, and for pytest-benchmark `benchmarks`, `benches`, `bench`,
+  those the project has;
 - for asv, `asv.conf.json` and its `benchmark_dir` (`benchmarks` unless it says otherwise);
 - what the task lists under `harness:`.
 A new top-level module or package named like one installed outside the project (say
@@ -34,6 +37,8 @@ from pathlib import Path, PurePosixPath
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
 
 # pytest's root conftest and configuration files, Python's start-up hooks
+CONVENTIONAL = ("tests", "test", "testing")
+CONVENTIONAL_BENCHMARKS = ("benchmarks", "benches", "bench")
 ALWAYS = (
     "conftest.py",
     "pytest.ini",
@@ -85,7 +90,10 @@ def harness_paths(task: OptimizationTask) -> list[str]:
     project = task.project
     commands = [task.benchmarks.command, task.tests.command, task.snapshot or ""]
     named = {c for cmd in commands for w in _words(cmd) if (c := _candidate(w)) is not None}
-    found = {p for p in named if os.path.lexists(project / p)}
+    conventional: tuple[str, ...] = CONVENTIONAL
+    if task.benchmarks.format == "pytest-benchmark":
+        conventional += CONVENTIONAL_BENCHMARKS
+    found = {p for p in (*named, *conventional) if os.path.lexists(project / p)}
     found |= set(ALWAYS)
     if not os.path.lexists(project / "pytest.ini"):  # which takes precedence, even empty
         found.add("pyproject.toml")

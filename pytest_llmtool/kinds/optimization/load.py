@@ -167,7 +167,9 @@ def _copy_paths(task: dict[str, Any], project: Path) -> list[str]:
     if problems:
         return problems
     for i, value in enumerate(task.get("harness", [])):
-        if not os.path.lexists(project / value):
+        if all(part == "." for part in Path(value).parts):
+            problems.append(f"optimization.harness[{i}]: {value!r} names the whole project")
+        elif not os.path.lexists(project / value):
             problems.append(f"optimization.harness[{i}]: {value!r} is not in the project")
     return problems
 
