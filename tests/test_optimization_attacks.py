@@ -99,8 +99,13 @@ def test_a_fifo_or_socket_in_the_project_is_named_once(
         os.mkfifo(path)
     else:
         sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))
-        sock.close()
+        here = os.getcwd()
+        os.chdir(path.parent)  # a relative name: deep temporary paths exceed AF_UNIX's limit
+        try:
+            sock.bind(path.name)
+        finally:
+            os.chdir(here)
+            sock.close()
     write_task(pytester.path, task())
     result = pytester.runpytest("--llm-model=nop,oracle")
     result.assert_outcomes(errors=1)
