@@ -173,10 +173,14 @@ def test_shadowing_an_installed_module_is_tampering(tmp_path: Path) -> None:
     shutil.copytree(loaded.project, work)
     assert harness.changes(loaded, work) == []
     (work / "pytest_benchmark").mkdir()
+    (work / "pytest_benchmark" / "__init__.py").write_text("")
+    (work / "build").mkdir()  # a namespace folder (`python setup.py build`) shadows nothing
+    (work / "asv").symlink_to(work / "pytest_benchmark")  # a link to a package is one
     (work / "fastpath.py").write_text("")  # a new module of the project's own is fine
     (work / "benches" / "__pycache__").mkdir()  # caches are not compared
     assert harness.changes(loaded, work) == [
-        "pytest_benchmark (shadows the installed module pytest_benchmark)"
+        "asv (shadows the installed module asv)",
+        "pytest_benchmark (shadows the installed module pytest_benchmark)",
     ]
     (work / "tests").rename(work / "elsewhere")
     (work / "tests").symlink_to(work / "elsewhere")

@@ -171,10 +171,15 @@ def _shadowing(pristine: Path, work: Path) -> list[str]:
         return []
     found = []
     for name in names:
-        module = name.removesuffix(".py")
+        path = work / name
+        # a module, an extension, or a regular package; a folder without `__init__.py` (say
+        # `build/`) is a namespace package, which never wins over an installed module
+        module = name.partition(".")[0] if name.endswith((".py", ".so", ".pyd")) else name
+        is_module = path.is_file() and module != name  # a link to one counts too
+        is_package = (path / "__init__.py").is_file()
         if name.endswith(".pth"):
             found.append(f"{name} (new start-up file)")
-        elif module.isidentifier() and _installed(module):
+        elif (is_module or is_package) and module.isidentifier() and _installed(module):
             found.append(f"{name} (shadows the installed module {module})")
     return found
 
