@@ -9,6 +9,7 @@ workers' execnet channels, so it works across hosts), and tells it its own.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -56,7 +57,7 @@ class Budget:
         if self.limit is None:
             return None
         spent = self.spent()
-        if spent >= self.limit:
+        if not math.isfinite(spent) or spent >= self.limit:  # a NaN spend fails closed
             return f"--llm-max-cost reached: ${spent:.4f} spent of ${self.limit:.4f}"
         return None
 

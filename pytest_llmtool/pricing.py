@@ -8,6 +8,7 @@ matches its own entry or the longest entry it starts with, so dated ids
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,9 +67,13 @@ def parse_prices(lines: list[str]) -> dict[str, Price]:
                 f"got {line!r}"
             )
         try:
-            prices[model.strip()] = Price(*(float(v) for v in values))
+            numbers_ = [float(v) for v in values]
         except ValueError:
             raise ValueError(f"llm_prices: not a number in {line!r}") from None
+        # A NaN or negative price would make every cost NaN or negative: no limit would hold.
+        if not all(math.isfinite(n) and n >= 0 for n in numbers_):
+            raise ValueError(f"llm_prices: prices must be finite numbers >= 0, got {line!r}")
+        prices[model.strip()] = Price(*numbers_)
     return prices
 
 
