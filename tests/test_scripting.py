@@ -66,6 +66,24 @@ FAN_OUT = {
 }
 
 
+# Cheap in steps, dear in work, unless the work is counted: 9**3 resolutions of 16 KB
+# pointers (a bigger line makes it dearer), and one object of 5000 keys merged into a property
+# again and again.
+_LONG = "d" * 16_384
+LONG_REF = {
+    "type": "object",
+    "properties": {"p": {"$ref": f"#/$defs/{_LONG}0"}},
+    "$defs": {
+        f"{_LONG}{i}": {"anyOf": [{"$ref": f"#/$defs/{_LONG}{i + 1}"}] * 9} for i in range(3)
+    },
+}
+WIDE_MERGE = {
+    "type": "object",
+    "properties": {"p": {"anyOf": [{"$ref": "#/$defs/wide"}] * 2_000}},
+    "$defs": {"wide": {"properties": {f"k{i}": {"type": "string"} for i in range(5_000)}}},
+}
+
+
 def _load(tmp_path: Path, lines: list[dict[str, Any]]) -> list[Task | LineProblem]:
     path = tmp_path / "data.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -155,6 +173,8 @@ def test_the_upstream_tasks_run_in_both_modes(pytester: pytest.Pytester) -> None
         ),
         ({"tools": [_tool(schema=SELF_REF)]}, "schema: $ref '#/properties/p' refers back"),
         ({"tools": [_tool(schema=FAN_OUT)]}, "schema: resolving its types takes more than"),
+        ({"tools": [_tool(schema=LONG_REF)]}, "schema: resolving its types takes more than"),
+        ({"tools": [_tool(schema=WIDE_MERGE)]}, "schema: resolving its types takes more than"),
         ({"tools": [_tool(schema={"type": "array"})]}, "must describe an object"),
         ({"tools": [_tool(), _tool()]}, "tools: two tools are named 'lookup'"),
         ({"tools": []}, "tools: List should have at least 1 item"),
@@ -204,7 +224,7 @@ def test_a_schema_that_would_hang_the_run_is_an_error_naming_its_line(
     )
 
 
-@pytest.mark.parametrize("schema", [SELF_REF, FAN_OUT])
+@pytest.mark.parametrize("schema", [SELF_REF, FAN_OUT, LONG_REF, WIDE_MERGE])
 def test_schema_analysis_is_bounded_even_for_a_tool_never_loaded(schema: dict[str, Any]) -> None:
     """A tool built without validation (as a probe would) still answers at once: its command
     fails with the schema's problem instead of walking 8**16 paths on the event loop."""
@@ -214,7 +234,7 @@ def test_schema_analysis_is_bounded_even_for_a_tool_never_loaded(schema: dict[st
     outcome: list[tuple[str, int]] = []
 
     def run() -> None:
-        result = ToolCommands([tool]).run(tool, ["--p", "1"])
+        result = ToolCommands([tool]).run(tool, ["--p", "k1=x"])
         outcome.append((result.stderr, result.exit_code))
 
     worker = threading.Thread(target=run, daemon=True)

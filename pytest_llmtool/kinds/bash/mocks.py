@@ -178,8 +178,8 @@ class _Walk:
         self.root = root
         self.left = MAX_SCHEMA_STEPS
 
-    def step(self) -> None:
-        self.left -= 1
+    def step(self, cost: int = 1) -> None:
+        self.left -= cost
         if self.left < 0:
             raise SchemaTooComplex(
                 f"schema: resolving its types takes more than {MAX_SCHEMA_STEPS} steps "
@@ -189,7 +189,8 @@ class _Walk:
     def resolve(self, ref: str, path: tuple[str, ...]) -> Any:
         """What `ref` points at; a `$ref` already being resolved is a loop."""
         if ref in path:
-            raise SchemaTooComplex(f"schema: $ref {ref!r} refers back to itself")
+            raise SchemaTooComplex(f"schema: $ref {ref[:80]!r} refers back to itself")
+        self.step(len(ref) // 16)  # following a long pointer is work too
         return _resolve_ref(ref, self.root)
 
 
@@ -305,7 +306,9 @@ def _object_properties(
     merged: dict[str, Any] = {}
     for key in ("oneOf", "anyOf", "allOf"):
         for branch in schema.get(key) or []:
-            for name, value in _object_properties(branch, walk, depth + 1, refs).items():
+            found = _object_properties(branch, walk, depth + 1, refs)
+            walk.step(len(found))  # merging many keys many times is work too
+            for name, value in found.items():
                 merged.setdefault(name, value)
     return merged
 
