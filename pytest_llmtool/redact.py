@@ -84,7 +84,10 @@ def redact_report(redact: Redactor, report: pytest.TestReport, attrs: Iterable[s
     if not redact:
         return
     longrepr = report.longrepr
-    if longrepr is not None:
+    if isinstance(longrepr, tuple):  # a skip: (path, line, reason), kept a tuple
+        path, line, reason = longrepr
+        report.longrepr = (path, line, redact(reason))
+    elif longrepr is not None:
         text = longrepr if isinstance(longrepr, str) else str(longrepr)
         if redact(text) != text:
             report.longrepr = redact(text)

@@ -546,3 +546,16 @@ def test_the_redactor_cuts_keys_not_short_values() -> None:
         "d short e /home/user/secret-looking"
     )
     assert not Redactor.from_env({})
+
+
+def test_a_skip_reason_is_redacted_and_stays_a_skip() -> None:
+    """A skip's longrepr is a (path, line, reason) tuple that pytest unpacks: made text, the
+    terminal's skip summary would break."""
+    from pytest_llmtool.redact import Redactor, redact_report
+
+    redact = Redactor({"OPENAI_API_KEY": "sk-proj-abcdefgh"})
+    report = pytest.TestReport(
+        "t::x", ("t", 0, "x"), {}, "skipped", ("t", 1, "Skipped: key sk-proj-abcdefgh"), "setup"
+    )
+    redact_report(redact, report, ())
+    assert report.longrepr == ("t", 1, "Skipped: key [redacted OPENAI_API_KEY]")
