@@ -37,8 +37,9 @@ class Budget:
         return self._own
 
     def add(self, cost: float) -> None:
+        """Add a call's cost; a negative one adds nothing (spend only grows)."""
         with self._lock:
-            self._own += cost
+            self._own += cost if math.isnan(cost) else max(0.0, cost)  # NaN fails closed
             own = self._own
         if self.publish is not None:
             self.publish(own)

@@ -24,12 +24,15 @@ class Price:
     cache_read: float
 
     def cost(self, usage: Usage) -> float:
-        uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
+        """What `usage` costs; a negative count (a provider's, or a proxy's, nonsense) counts
+        as none, so that no answer can lower the run's spend."""
+        read, write = max(0, usage.cache_read_tokens), max(0, usage.cache_write_tokens)
+        uncached = max(0, usage.input_tokens - read - write)
         total = (
             uncached * self.input
-            + usage.cache_write_tokens * self.cache_write
-            + usage.cache_read_tokens * self.cache_read
-            + usage.output_tokens * self.output
+            + write * self.cache_write
+            + read * self.cache_read
+            + max(0, usage.output_tokens) * self.output
         )
         return total / 1_000_000
 

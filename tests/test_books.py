@@ -460,3 +460,14 @@ def test_a_spend_that_is_not_a_number_has_reached_any_limit() -> None:
     budget.add(float("nan"))
     with pytest.raises(BudgetExhausted, match=r"\$nan spent of \$1\.0000"):
         budget.check()
+
+
+def test_negative_token_counts_cannot_lower_the_spend() -> None:
+    """A provider (or proxy) answering `output_tokens: -1000000000` made the call's cost
+    negative, and the run's spend drop below any limit."""
+    assert HAIKU.cost(Usage(input_tokens=-(10**9), output_tokens=-(10**9))) == 0.0
+    assert HAIKU.cost(Usage(input_tokens=1000, cache_read_tokens=-(10**9))) == pytest.approx(0.001)
+    budget = Budget(1.0)
+    budget.add(0.75)
+    budget.add(-100.0)
+    assert budget.spent() == 0.75
