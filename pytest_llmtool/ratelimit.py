@@ -31,6 +31,7 @@ import logging
 import math
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -344,6 +345,15 @@ class Window:
 
 
 # --------------------------------------------------------------------------- on the event loop
+
+
+def shown_url(url: str) -> str:
+    """A base URL as logs may show it: without the `user:password@` it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
 
 
 def identity(family: str, base_url: str, api_key: str | None) -> str:

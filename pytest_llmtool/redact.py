@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
 
 KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+URL_ENVS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 MIN_SECRET = 8
 
@@ -42,11 +44,22 @@ class Redactor:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, names: Iterable[str] = ()
+        cls,
+        environ: Mapping[str, str] | None = None,
+        names: Iterable[str] = (),
+        urls: Mapping[str, str] | None = None,
     ) -> Redactor:
+        """The secrets of `environ` (the process's), the variables `names`, and the passwords
+        in the base URLs (the `*_BASE_URL` variables' and `urls`, `--llm-base-url`'s)."""
         environ = os.environ if environ is None else environ
         wanted = {*KEY_ENVS, *names, *(n for n in environ if SECRET_NAME.search(n))}
-        return cls({name: environ[name] for name in sorted(wanted) if environ.get(name)})
+        secrets = {name: environ[name] for name in sorted(wanted) if environ.get(name)}
+        given = {**{n: environ[n] for n in URL_ENVS if environ.get(n)}, **(urls or {})}
+        for name, url in given.items():
+            password = urllib.parse.urlsplit(url).password
+            if password:
+                secrets[f"{name} password"] = password
+        return cls(secrets)
 
     def __bool__(self) -> bool:
         return bool(self._pairs)
@@ -68,8 +81,11 @@ def redactor(config: pytest.Config) -> Redactor:
         from pytest_llmtool.state import STATE_KEY
 
         state = config.stash.get(STATE_KEY, None)
-        names = state.settings.agent_env if state is not None else ()
-        found = config.stash[REDACTOR_KEY] = Redactor.from_env(names=names)
+        settings = state.settings if state is not None else None
+        found = config.stash[REDACTOR_KEY] = Redactor.from_env(
+            names=settings.agent_env if settings else (),
+            urls=settings.base_urls if settings else None,
+        )
     return found
 
 

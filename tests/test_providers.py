@@ -559,3 +559,22 @@ def test_a_skip_reason_is_redacted_and_stays_a_skip() -> None:
     )
     redact_report(redact, report, ())
     assert report.longrepr == ("t", 1, "Skipped: key [redacted OPENAI_API_KEY]")
+
+
+def test_a_password_in_a_base_url_is_neither_logged_nor_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    from pytest_llmtool.agents.registry import ClientPool
+    from pytest_llmtool.redact import Redactor
+
+    url = "http://user:hunter2-password@127.0.0.1:9/v1"
+    pool = ClientPool({"openai": url}, concurrency=2)
+    limiter = pool.limiter("openai")
+    assert limiter is not None and limiter.name == "openai http://127.0.0.1:9/v1/"
+    redact = Redactor.from_env({}, urls={"openai": url})
+    assert redact(f"cannot reach {url}") == (
+        "cannot reach http://user:[redacted openai password]@127.0.0.1:9/v1"
+    )
+    env = {"ANTHROPIC_BASE_URL": "https://u:another-secret@proxy"}
+    assert "another-secret" not in Redactor.from_env(env)("at https://u:another-secret@proxy")
