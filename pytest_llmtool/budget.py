@@ -9,6 +9,7 @@ workers' execnet channels, so it works across hosts), and tells it its own.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -36,8 +37,9 @@ class Budget:
         return self._own
 
     def add(self, cost: float) -> None:
+        """Add a call's cost; a negative one adds nothing (spend only grows)."""
         with self._lock:
-            self._own += cost
+            self._own += cost if math.isnan(cost) else max(0.0, cost)  # NaN fails closed
             own = self._own
         if self.publish is not None:
             self.publish(own)
@@ -56,7 +58,7 @@ class Budget:
         if self.limit is None:
             return None
         spent = self.spent()
-        if spent >= self.limit:
+        if not math.isfinite(spent) or spent >= self.limit:  # a NaN spend fails closed
             return f"--llm-max-cost reached: ${spent:.4f} spent of ${self.limit:.4f}"
         return None
 

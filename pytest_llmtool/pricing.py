@@ -8,6 +8,7 @@ matches its own entry or the longest entry it starts with, so dated ids
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,12 +24,15 @@ class Price:
     cache_read: float
 
     def cost(self, usage: Usage) -> float:
-        uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
+        """What `usage` costs; a negative count (a provider's, or a proxy's, nonsense) counts
+        as none, so that no answer can lower the run's spend."""
+        read, write = max(0, usage.cache_read_tokens), max(0, usage.cache_write_tokens)
+        uncached = max(0, usage.input_tokens - read - write)
         total = (
             uncached * self.input
-            + usage.cache_write_tokens * self.cache_write
-            + usage.cache_read_tokens * self.cache_read
-            + usage.output_tokens * self.output
+            + write * self.cache_write
+            + read * self.cache_read
+            + max(0, usage.output_tokens) * self.output
         )
         return total / 1_000_000
 
@@ -66,9 +70,13 @@ def parse_prices(lines: list[str]) -> dict[str, Price]:
                 f"got {line!r}"
             )
         try:
-            prices[model.strip()] = Price(*(float(v) for v in values))
+            numbers_ = [float(v) for v in values]
         except ValueError:
             raise ValueError(f"llm_prices: not a number in {line!r}") from None
+        # A NaN or negative price would make every cost NaN or negative: no limit would hold.
+        if not all(math.isfinite(n) and n >= 0 for n in numbers_):
+            raise ValueError(f"llm_prices: prices must be finite numbers >= 0, got {line!r}")
+        prices[model.strip()] = Price(*numbers_)
     return prices
 
 

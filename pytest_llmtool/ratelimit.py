@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import hashlib
 import logging
 import math
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 
 START = 4  # the first window: modest, whatever the ceiling
 DEFAULT_HOLD = 1.0  # seconds to send nothing after a 429 that says nothing about when to retry
+# The longest wait any header can ask for: `retry-after: 99999999` or a reset in the year 9999
+# is an absurd value, not a reason to hold a provider for the rest of the run.
+MAX_HOLD = 600.0
+NOTICE_AFTER = 5.0  # a wait longer than this is logged as a warning, naming what it waits for
 _EWMA = 0.2  # weight of the newest call in the estimate of tokens per call
 
 
@@ -98,8 +104,9 @@ def _reset_seconds(text: str, wall: float) -> float | None:
             return None
         if instant.tzinfo is None:
             return None
-        return max(0.0, instant.timestamp() - wall)
-    return parse_duration(text)
+        return min(MAX_HOLD, max(0.0, instant.timestamp() - wall))
+    seconds = parse_duration(text)
+    return None if seconds is None or not math.isfinite(seconds) else min(MAX_HOLD, seconds)
 
 
 def _number(text: str | None) -> float | None:
@@ -134,10 +141,25 @@ def _openai(kind: str) -> tuple[str, str, str]:
     return f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}"
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    if (ms := _number(headers.get("retry-after-ms"))) is not None:
-        return ms / 1000
-    return _number(headers.get("retry-after"))
+def retry_after(headers: Mapping[str, str], wall: float | None = None) -> float | None:
+    """Seconds `retry-after-ms` or `retry-after` (seconds or an HTTP date) asks for, at most
+    `MAX_HOLD`; None when absent or unreadable (`retry-after: abc` says nothing)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if (ms := _number(lowered.get("retry-after-ms"))) is not None:
+        return min(MAX_HOLD, ms / 1000)
+    text = lowered.get("retry-after")
+    if text is None:
+        return None
+    if (seconds := _number(text)) is not None:
+        return min(MAX_HOLD, seconds)
+    try:
+        instant = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if instant.tzinfo is None:
+        return None
+    wall = time.time() if wall is None else wall
+    return min(MAX_HOLD, max(0.0, instant.timestamp() - wall))
 
 
 def parse_headers(headers: Mapping[str, str], wall: float | None = None) -> RateInfo:
@@ -158,7 +180,7 @@ def parse_headers(headers: Mapping[str, str], wall: float | None = None) -> Rate
         if b is not None
     ]
     tokens = min(token_buckets, key=lambda b: b.remaining, default=None)
-    return RateInfo(requests=requests, tokens=tokens, retry_after=retry_after(lowered))
+    return RateInfo(requests=requests, tokens=tokens, retry_after=retry_after(lowered, wall))
 
 
 # --------------------------------------------------------------------------- the window
@@ -246,6 +268,17 @@ class Window:
             return wait
         return None if self.in_flight >= self.limit else 0.0
 
+    def waiting_for(self, now: float) -> str:
+        """What the next send waits for, in words (for the notice of a long wait)."""
+        if self.not_before > now:
+            return "the retry-after of a 429"
+        if self.requests is not None and self.requests.wait_for(1, now) > 0:
+            return "the requests limit to refill"
+        tokens, need = self.tokens, self.tokens_per_call
+        if tokens is not None and need and tokens.wait_for(need, now) > 0:
+            return "the tokens limit to refill"
+        return f"one of the {self.in_flight} calls in flight to end"
+
     def send(self, now: float) -> int:
         """Book one call going out; returns its number (for `limited`)."""
         self.in_flight += 1
@@ -314,10 +347,23 @@ class Window:
 # --------------------------------------------------------------------------- on the event loop
 
 
+def shown_url(url: str) -> str:
+    """A base URL as logs may show it: without the `user:password@` it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
 def identity(family: str, base_url: str, api_key: str | None) -> str:
     """The key a limiter is filed under: two API keys are two rate limits. Never shown."""
     digest = hashlib.sha256((api_key or "").encode()).hexdigest()[:16]
     return f"{family}|{base_url}|{digest}"
+
+
+class RateLimitWait(Exception):
+    """Room in a provider's window would come only after the call's retry deadline."""
 
 
 @dataclass(frozen=True)
@@ -347,20 +393,40 @@ class Limiter:
             wake, self._wake = self._wake, None
             wake.set()
 
-    async def acquire(self) -> Ticket:
-        """Wait for room, then book the call; cancelled while waiting, nothing is booked."""
+    async def acquire(self, max_wait: float | None = None) -> Ticket:
+        """Wait for room, then book the call; cancelled while waiting, nothing is booked.
+        Raises `RateLimitWait` at once when room would come only after `max_wait` seconds,
+        and after `max_wait` seconds when it has not come."""
         started = now = self.clock()
+        give_up = math.inf if max_wait is None else started + max(0.0, max_wait)
+        told = False
         while True:
             delay = self.window.delay(now)
             if delay == 0.0:
                 waited = now - started
                 self.waited += waited
                 return Ticket(self.window.send(now), waited)
+            until = give_up - now
+            if (delay is not None and delay > until) or until <= 0:
+                raise RateLimitWait(
+                    f"{self.name}: room for the call would come only after the retry deadline "
+                    f"(waiting for {self.window.waiting_for(now)}, "
+                    f"{until if delay is None else delay:.1f} s)"
+                )
+            if not told and delay is not None and delay > NOTICE_AFTER:
+                told = True
+                log.warning(
+                    "%s: a call waits %.1f s for %s",
+                    self.name,
+                    delay,
+                    self.window.waiting_for(now),
+                )
             if self._wake is None:
                 self._wake = asyncio.Event()
             wake = self._wake
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
+                timeout = until if delay is None else min(until, delay)
+                await asyncio.wait_for(wake.wait(), None if math.isinf(timeout) else timeout)
             now = self.clock()
 
     def answered(self, ticket: Ticket, headers: Mapping[str, str], tokens: int = 0) -> None:

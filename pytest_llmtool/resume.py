@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -116,20 +117,39 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
             orphans.append(entry.nodeid)
             continue
         try:
-            results[entry.nodeid] = (entry, kind.result_type.model_validate(entry.data))
+            result = kind.result_type.model_validate(entry.data)
         except ValidationError as exc:
             raise pytest.UsageError(
                 f"--llm-resume: {path}: the result of {entry.nodeid} is not a {kind.name} "
                 f"result: {exc.errors()[0]['msg']}"
             ) from None
+        if (cost := _bad_cost(result)) is not None:
+            raise pytest.UsageError(
+                f"--llm-resume: {path}: the result of {entry.nodeid} has a model call costing "
+                f"{cost!r}; costs are finite numbers >= 0"
+            )
+        results[entry.nodeid] = (entry, result)
     return Finished(path, started, results, tuple(orphans))
+
+
+def _calls(result: ItemResult) -> list[Any]:
+    trace = getattr(result, "trace", None)
+    return [*getattr(trace, "llm_calls", []), *result.judge_calls]
+
+
+def _bad_cost(result: ItemResult) -> float | None:
+    """A journalled call's cost that is NaN, infinite or negative (it would switch the
+    budget off), if any."""
+    for call in _calls(result):
+        cost = call.cost_usd
+        if cost is not None and not (math.isfinite(cost) and cost >= 0):
+            return float(cost)
+    return None
 
 
 def spent(result: ItemResult) -> float:
     """What an item's model calls cost, the agent's (when it has a trace) and the judge's."""
-    trace = getattr(result, "trace", None)
-    calls = [*getattr(trace, "llm_calls", []), *result.judge_calls]
-    return sum(call.cost_usd or 0.0 for call in calls)
+    return sum(call.cost_usd or 0.0 for call in _calls(result))
 
 
 def whole_run_status(status: int, resumed: int, resumed_failed: int) -> int:

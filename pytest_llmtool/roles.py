@@ -28,6 +28,7 @@ from pytest_llmtool.items import BadInputItem, LlmItem
 from pytest_llmtool.journal import JournalEntry, JournalWriter, journal_path, run_identity
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
+from pytest_llmtool.redact import redact_report, redactor
 from pytest_llmtool.report import Writer
 from pytest_llmtool.state import STATE_KEY
 from pytest_llmtool.store import ResultStore
@@ -87,6 +88,10 @@ class Runner:
         failed_setup = report.when == "setup" and report.failed
         if failed_setup and isinstance(item, LlmItem | BadInputItem):
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
+        if isinstance(item, LlmItem | BadInputItem):
+            # The choke point: all that reaches JUnit, the journal, the reports and the
+            # terminal about an item is on its report.
+            redact_report(redactor(item.config), report, (RESULT_ATTR, ERROR_ATTR))
         return report
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -247,9 +252,10 @@ class Controller:
         if self.report is None:
             return
         terminalreporter.write_sep("=", "llmtool eval summary")
+        redact = redactor(self.config)
         for writer in self.config.stash[WRITERS_KEY]:
             for line in writer.terminal(self.report, self.kinds):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(redact(line))
         if self.written:
             terminalreporter.write_line("")
             terminalreporter.write_line("report: " + ", ".join(str(p) for p in self.written))

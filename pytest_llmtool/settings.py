@@ -4,6 +4,7 @@ one-line usage error before anything runs."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -236,7 +237,8 @@ def _number(config: pytest.Config, name: str, kind: type[float] | type[int], low
         value = kind(text)
     except ValueError:
         value = None
-    if value is None or value < low:
+    # NaN compares false with everything: `nan < low` would let it through.
+    if value is None or not math.isfinite(value) or value < low:
         flag = "--" + name.replace("_", "-")
         noun = "an integer" if kind is int else "a number"
         raise pytest.UsageError(f"{flag}: expected {noun} >= {low:g}, got {text!r}")
@@ -366,7 +368,6 @@ class Settings:
         agent_cmd = _raw(config, "llm_agent_cmd")[0].strip() or None
         try:
             aliases = parse_aliases(config.getini("llm_model_aliases"))
-            prices = {**DEFAULT_PRICES, **parse_prices(config.getini("llm_prices"))}
             # An external agent takes the model names as they are; it resolves them itself.
             models = tuple(
                 ModelRef(name, "external", name) if agent_cmd else resolve(name, aliases)
@@ -374,6 +375,10 @@ class Settings:
             )
         except (UnknownModel, ValueError) as exc:
             raise pytest.UsageError(f"--llm-model: {exc}") from None
+        try:
+            prices = {**DEFAULT_PRICES, **parse_prices(config.getini("llm_prices"))}
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
         if agent_cmd:
             try:
                 agent_cmd.format(prompt="", model="", workdir="")

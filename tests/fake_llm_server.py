@@ -93,14 +93,26 @@ class Fault:
     """A failure injected into one request; build them with the class methods."""
 
     kind: FaultKind
-    retry_after: float | None = None
+    retry_after: float | str | None = None
     status: int = 500
     seconds: float = 0.0
+    # Headers added to the reply, and an error message replacing the usual one.
+    headers: tuple[tuple[str, str], ...] = ()
+    message: str | None = None
 
     @classmethod
-    def rate_limit(cls, retry_after: float = 1.0) -> Fault:
-        """429 with a ``retry-after`` header (seconds, possibly fractional)."""
-        return cls("rate_limit", retry_after=retry_after, status=429)
+    def rate_limit(
+        cls, retry_after: float | str = 1.0, headers: Mapping[str, str] | None = None
+    ) -> Fault:
+        """429 with a ``retry-after`` header: seconds (possibly fractional), or the header's
+        text as given (an HTTP date, ``abc``, ``1e309``); `headers` are added."""
+        extra = tuple((headers or {}).items())
+        return cls("rate_limit", retry_after=retry_after, status=429, headers=extra)
+
+    @classmethod
+    def echo(cls, message: str, status: int = 400) -> Fault:
+        """An error whose message is `message` (a provider echoing what it was sent)."""
+        return cls("server_error", status=status, message=message)
 
     @classmethod
     def server_error(cls, status: int = 500) -> Fault:
@@ -196,22 +208,26 @@ def _error_reply(protocol: Protocol, err: _Reject) -> _Reply:
 
 def _fault_error(protocol: Protocol, fault: Fault) -> _Reject:
     anthropic = protocol == "anthropic"
+    if fault.message is not None:
+        kind = "invalid_request_error" if anthropic else "invalid_request"
+        return _Reject(fault.message, status=fault.status, kind=kind, headers=dict(fault.headers))
     if fault.kind == "rate_limit":
-        retry_after = f"{fault.retry_after if fault.retry_after is not None else 1.0:g}"
+        given = fault.retry_after if fault.retry_after is not None else 1.0
+        retry_after = given if isinstance(given, str) else f"{given:g}"
         if anthropic:
             return _Reject(
                 "This request would exceed the rate limit for your organization of 50 requests"
                 " per minute (fake).",
                 status=429,
                 kind="rate_limit_error",
-                headers={"retry-after": retry_after},
+                headers={"retry-after": retry_after, **dict(fault.headers)},
             )
         return _Reject(
             "Rate limit reached for requests (fake). Please try again later.",
             status=429,
             kind="requests",
             code="rate_limit_exceeded",
-            headers={"retry-after": retry_after},
+            headers={"retry-after": retry_after, **dict(fault.headers)},
         )
     if fault.kind == "server_error":
         if anthropic:
@@ -417,6 +433,8 @@ class FakeLLMServer:
         self._request_bucket: _Bucket | None = None
         self._token_bucket: _Bucket | None = None
         self.rate_limited = 0
+        # Headers put on every answer (e.g. a rate-limit header a test attacks with).
+        self.answer_headers: dict[str, str] = {}
         # With `latency`: requests sleeping at once now, and at most so far.
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -578,6 +596,7 @@ class FakeLLMServer:
             self._requests.clear()
             self._issued_reasoning.clear()
             self._needs_reasoning.clear()
+            self.answer_headers = {}
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -1480,6 +1499,7 @@ class _Handler(BaseHTTPRequestHandler):
             except _Reject as err:
                 reply = _error_reply(protocol, err)
             fake._charge(protocol, reply)
+            reply.headers.update(fake.answer_headers)
         self._send(reply, record)
 
     def _send(self, reply: _Reply, record: RecordedRequest | None) -> None:

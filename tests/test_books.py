@@ -425,3 +425,49 @@ def test_an_unreadable_events_file_falls_back_to_the_transcript_and_says_so(
     metrics, note = from_external(tmp_path, events, transcript, pattern, True)
     assert (metrics.source, metrics.total_commands, metrics.error_count) == ("events", 2, 1)
     assert note is None
+
+
+# --- prices and limits that would switch the limit off (issue 18) -------------------------
+
+
+@pytest.mark.parametrize(
+    "line", ["haiku = nan nan nan nan", "haiku = -1 5 1 0.1", "haiku = 1 inf 1 0.1"]
+)
+def test_a_price_that_is_not_finite_and_positive_is_a_usage_error(
+    pytester: pytest.Pytester, line: str
+) -> None:
+    write_dataset(pytester, [GREET])
+    pytester.makeini(f"[pytest]\nllm_prices =\n    {line}\n")
+    result = pytester.runpytest("--llm-max-cost=0.0001")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: llm_prices: prices must be finite numbers >= 0, got '{line}'"]
+    )
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "-inf", "NaN"])
+def test_a_max_cost_that_is_not_a_finite_limit_is_a_usage_error(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    write_dataset(pytester, [GREET])
+    result = pytester.runpytest(f"--llm-max-cost={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --llm-max-cost: expected a number >= 0, got '{value}'"])
+
+
+def test_a_spend_that_is_not_a_number_has_reached_any_limit() -> None:
+    budget = Budget(1.0)
+    budget.add(float("nan"))
+    with pytest.raises(BudgetExhausted, match=r"\$nan spent of \$1\.0000"):
+        budget.check()
+
+
+def test_negative_token_counts_cannot_lower_the_spend() -> None:
+    """A provider (or proxy) answering `output_tokens: -1000000000` made the call's cost
+    negative, and the run's spend drop below any limit."""
+    assert HAIKU.cost(Usage(input_tokens=-(10**9), output_tokens=-(10**9))) == 0.0
+    assert HAIKU.cost(Usage(input_tokens=1000, cache_read_tokens=-(10**9))) == pytest.approx(0.001)
+    budget = Budget(1.0)
+    budget.add(0.75)
+    budget.add(-100.0)
+    assert budget.spent() == 0.75

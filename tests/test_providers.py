@@ -499,3 +499,82 @@ def test_a_scenario_whose_provider_fails_is_an_error_not_a_verdict(
     )
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
+
+
+# --- no key in anything the plugin writes (issue 18) ------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["haiku", "openai:gpt-5.2"])
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_provider_error_echoing_the_key_is_written_nowhere(
+    pytester: pytest.Pytester, server: FakeLLMServer, model: str, workers: list[str]
+) -> None:
+    write_dataset(pytester, [TASKS[1]])
+    echo = f"Invalid header value: Bearer {SERVER_KEY} (key {SERVER_KEY!r} is malformed)"
+    for _ in range(4):
+        server.fail_next(Fault.echo(echo, status=400))
+    args = ["--junitxml=junit.xml", "--llm-report=out", "-rA", "--html=page.html"]
+    result = pytester.runpytest(f"--llm-model={model}", *args, *workers)
+    result.assert_outcomes(errors=1)
+    terminal = result.stdout.str() + result.stderr.str()
+    assert "Invalid header value: Bearer [redacted " in terminal  # the error is still told
+    assert SERVER_KEY not in terminal
+    written = [p for p in pytester.path.rglob("*") if p.is_file() and p.suffix != ".jsonl"]
+    written += list((pytester.path / "out").glob("*.jsonl"))  # the journal
+    names = {p.name for p in written}
+    assert {"junit.xml", "report.json", "report.md", "page.html", "results.jsonl"} <= names
+    leaking = [p.name for p in written if SERVER_KEY in p.read_text(errors="replace")]
+    assert leaking == []
+    junit = (pytester.path / "junit.xml").read_text()
+    assert "[redacted ANTHROPIC_API_KEY]" in junit or "[redacted OPENAI_API_KEY]" in junit
+
+
+def test_the_redactor_cuts_keys_not_short_values() -> None:
+    from pytest_llmtool.redact import Redactor
+
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-123456789",
+        "GITHUB_TOKEN": "ghp_abcdefgh",
+        "MY_AGENT_CRED": "s3cret-value",
+        "SOME_KEY": "short",
+        "HOME": "/home/user/secret-looking",
+    }
+    redact = Redactor.from_env(env, names=["MY_AGENT_CRED"])
+    text = 'a "sk-ant-123456789" b ghp_abcdefgh c s3cret-value d short e /home/user/secret-looking'
+    assert redact(text) == (
+        'a "[redacted ANTHROPIC_API_KEY]" b [redacted GITHUB_TOKEN] c [redacted MY_AGENT_CRED] '
+        "d short e /home/user/secret-looking"
+    )
+    assert not Redactor.from_env({})
+
+
+def test_a_skip_reason_is_redacted_and_stays_a_skip() -> None:
+    """A skip's longrepr is a (path, line, reason) tuple that pytest unpacks: made text, the
+    terminal's skip summary would break."""
+    from pytest_llmtool.redact import Redactor, redact_report
+
+    redact = Redactor({"OPENAI_API_KEY": "sk-proj-abcdefgh"})
+    report = pytest.TestReport(
+        "t::x", ("t", 0, "x"), {}, "skipped", ("t", 1, "Skipped: key sk-proj-abcdefgh"), "setup"
+    )
+    redact_report(redact, report, ())
+    assert report.longrepr == ("t", 1, "Skipped: key [redacted OPENAI_API_KEY]")
+
+
+def test_a_password_in_a_base_url_is_neither_logged_nor_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    from pytest_llmtool.agents.registry import ClientPool
+    from pytest_llmtool.redact import Redactor
+
+    url = "http://user:hunter2-password@127.0.0.1:9/v1"
+    pool = ClientPool({"openai": url}, concurrency=2)
+    limiter = pool.limiter("openai")
+    assert limiter is not None and limiter.name == "openai http://127.0.0.1:9/v1/"
+    redact = Redactor.from_env({}, urls={"openai": url})
+    assert redact(f"cannot reach {url}") == (
+        "cannot reach http://user:[redacted openai password]@127.0.0.1:9/v1"
+    )
+    env = {"ANTHROPIC_BASE_URL": "https://u:another-secret@proxy"}
+    assert "another-secret" not in Redactor.from_env(env)("at https://u:another-secret@proxy")

@@ -8,14 +8,17 @@ from datetime import UTC, datetime
 import pytest
 
 from pytest_llmtool.ratelimit import (
+    MAX_HOLD,
     START,
     Bucket,
     Limiter,
     RateInfo,
+    RateLimitWait,
     Window,
     identity,
     parse_duration,
     parse_headers,
+    retry_after,
 )
 
 WALL = 1_700_000_000.0
@@ -236,3 +239,74 @@ def test_a_429_reaches_the_limiter_through_the_retry_logic() -> None:
     assert limiter.window.cuts == 1 and limiter.window.limited_count == 1
     assert limiter.window.in_flight == 0 and limiter.window.requests is not None
     assert wait_ms >= 0
+
+
+# --- absurd headers and long waits (issue 18) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "99999999"}, MAX_HOLD),
+        ({"retry-after-ms": "1e300"}, MAX_HOLD),
+        ({"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"}, MAX_HOLD),
+        ({"Retry-After": "Tue, 14 Nov 2023 22:13:22 GMT"}, 2.0),
+        ({"retry-after": "1e309"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "-5"}, None),
+        ({"retry-after": "abc"}, None),
+        ({"retry-after": ""}, None),
+        ({"retry-after": "Mon, 99 Foo 2023 99:99:99 GMT"}, None),
+    ],
+)
+def test_retry_after_is_clamped_and_garbage_is_absent(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert retry_after(headers, WALL) == seconds
+
+
+def test_a_reset_far_ahead_is_clamped() -> None:
+    info = parse_headers(
+        {
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": "9999-12-31T23:59:59Z",
+            "x-ratelimit-remaining-tokens": "0",
+            "x-ratelimit-reset-tokens": "99999999s",
+        },
+        WALL,
+    )
+    assert info.requests is not None and info.requests.reset == MAX_HOLD
+    assert info.tokens is not None and info.tokens.reset == MAX_HOLD
+
+
+def test_the_limiter_never_waits_past_its_deadline() -> None:
+    async def go() -> None:
+        limiter = Limiter("p", ceiling=4)
+        limiter.window.not_before = limiter.clock() + 1000
+        with pytest.raises(RateLimitWait, match=r"p: .*retry deadline.*retry-after of a 429"):
+            await asyncio.wait_for(limiter.acquire(max_wait=5), 60)
+        limiter.window.not_before = 0
+        limiter.window.size = 1
+        await limiter.acquire()  # the only slot, held: room would need an answer
+        with pytest.raises(RateLimitWait, match="calls in flight to end"):
+            await asyncio.wait_for(limiter.acquire(max_wait=0.05), 60)
+        assert limiter.window.in_flight == 1  # nothing was booked by the refused calls
+
+    asyncio.run(go())
+
+
+def test_a_long_wait_is_logged_once_saying_who_waits_for_what(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("pytest_llmtool.ratelimit.NOTICE_AFTER", 0.05)
+
+    async def go() -> None:
+        limiter = Limiter("anthropic https://x", ceiling=4)
+        limiter.window.not_before = limiter.clock() + 0.2
+        await asyncio.wait_for(limiter.acquire(max_wait=30), 60)
+
+    with caplog.at_level("WARNING", logger="pytest_llmtool.ratelimit"):
+        asyncio.run(go())
+    [notice] = [r.getMessage() for r in caplog.records]
+    assert notice.startswith("anthropic https://x: a call waits 0.")
+    assert notice.endswith(" s for the retry-after of a 429")

@@ -178,3 +178,81 @@ def test_recordings_without_wait_ms_still_load() -> None:
 
     old = {"message": {"role": "assistant", "content": []}, "stop": True}
     assert ChatResponse.model_validate(json.loads(json.dumps(old))).wait_ms == 0.0
+
+
+# --- one header must not hold a provider for the rest of the run (issue 18) ---------------
+
+SHORT = RetryPolicy(max_attempts=3, max_seconds=3, backoff=0.01)
+ANTHROPIC_FAR_RESET = {
+    "anthropic-ratelimit-requests-remaining": "0",
+    "anthropic-ratelimit-requests-reset": "9999-12-31T23:59:59Z",
+}
+OPENAI_FAR_RESET = {
+    "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "99999999s",
+}
+
+
+def _two_calls(server: FakeLLMServer, family: str) -> list[str]:
+    """Two calls one after the other through one client pool with a 3 s retry deadline; what
+    each did ("ok" or the ProviderError's text). A hang fails the test at the guard."""
+    from pytest_llmtool.agents.retry import ProviderError
+
+    prompts = _prompts(server, 2)
+
+    async def go() -> list[str]:
+        pool = ClientPool({"anthropic": server.url, "openai": server.openai_url}, concurrency=4)
+        if family == "anthropic":
+            agent: Agent = AnthropicAgent(
+                pool.anthropic(), "m", SHORT, True, pool.limiter("anthropic")
+            )
+        else:
+            agent = OpenAIChatAgent(pool.openai(), "m", SHORT, pool.limiter("openai"))
+        outcomes = []
+        for prompt in prompts:
+            message = Message(role="user", content=[TextBlock(text=prompt)])
+            request = ChatRequest(system="s", messages=[message], tools=[])
+            try:
+                await agent.chat(request)
+                outcomes.append("ok")
+            except ProviderError as exc:
+                outcomes.append(str(exc))
+        await pool.aclose()
+        return outcomes
+
+    async def guarded() -> list[str]:
+        return await asyncio.wait_for(go(), 120)  # a guard against a hang, not a timing
+
+    return asyncio.run(guarded())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("value", ["99999999", "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_an_absurd_retry_after_does_not_hold_the_provider_forever(
+    server: FakeLLMServer, family: str, value: str
+) -> None:
+    server.fail_next(Fault.rate_limit(retry_after=value))
+    first, second = _two_calls(server, family)
+    assert "gave up" in first  # the 429 asked for more than the deadline leaves
+    assert "retry deadline" in second  # the limiter's hold is bounded by it too
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("value", ["abc", "1e309", ""])
+def test_an_unreadable_retry_after_is_absent(
+    server: FakeLLMServer, family: str, value: str
+) -> None:
+    server.fail_next(Fault.rate_limit(retry_after=value))
+    assert _two_calls(server, family) == ["ok", "ok"]
+    assert _statuses(server) == [429, 200, 200]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_reset_far_ahead_on_an_answer_is_bounded_by_the_deadline(
+    server: FakeLLMServer, family: str
+) -> None:
+    server.answer_headers = ANTHROPIC_FAR_RESET if family == "anthropic" else OPENAI_FAR_RESET
+    first, second = _two_calls(server, family)
+    assert first == "ok"
+    assert "retry deadline" in second and "requests limit" in second
+    assert _statuses(server) == [200]

@@ -372,6 +372,29 @@ def test_the_budget_starts_from_the_spend_already_recorded(
     assert budget["reached"] is not runs
 
 
+@pytest.mark.parametrize("cost", [float("nan"), float("inf"), -0.5])
+def test_a_journalled_cost_that_is_not_a_price_is_refused(
+    pytester: pytest.Pytester, dataset: Path, cost: float
+) -> None:
+    """One `cost_usd: NaN` in a journal made the whole run's spend NaN, and a NaN spend never
+    reaches a limit: the journal is input like any other, and checked."""
+    pytester.runpytest("--llm-report=out", "-k", "alpha").assert_outcomes(passed=1, deselected=3)
+
+    def priced(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        lines[1]["data"]["trace"]["llm_calls"][-1]["cost_usd"] = cost
+        return lines
+
+    rewrite(journal_of(pytester), priced)
+    result = pytester.runpytest("--llm-report=out", "--llm-resume", "--llm-max-cost=0.5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --llm-resume: *results.jsonl: the result of *alpha* has a model call "
+            f"costing {cost!r}; costs are finite numbers >= 0"
+        ]
+    )
+
+
 # The pure parts.
 
 

@@ -56,6 +56,34 @@ def _task(**fields: Any) -> dict[str, Any]:
     return {**base, **fields}
 
 
+# A property whose every branch refers back to it: an exponential walk without a bound.
+SELF_REF = {"type": "object", "properties": {"p": {"anyOf": [{"$ref": "#/properties/p"}] * 8}}}
+# No loop, but 8 branches at each of 16 levels: 8**16 paths.
+FAN_OUT = {
+    "type": "object",
+    "properties": {"p": {"$ref": "#/$defs/d0"}},
+    "$defs": {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 8} for i in range(16)},
+}
+
+
+# Cheap in steps, dear in work, unless the work is counted: 9**3 resolutions of 16 KB
+# pointers (a bigger line makes it dearer), and one object of 5000 keys merged into a property
+# again and again.
+_LONG = "d" * 16_384
+LONG_REF = {
+    "type": "object",
+    "properties": {"p": {"$ref": f"#/$defs/{_LONG}0"}},
+    "$defs": {
+        f"{_LONG}{i}": {"anyOf": [{"$ref": f"#/$defs/{_LONG}{i + 1}"}] * 9} for i in range(3)
+    },
+}
+WIDE_MERGE = {
+    "type": "object",
+    "properties": {"p": {"anyOf": [{"$ref": "#/$defs/wide"}] * 2_000}},
+    "$defs": {"wide": {"properties": {f"k{i}": {"type": "string"} for i in range(5_000)}}},
+}
+
+
 def _load(tmp_path: Path, lines: list[dict[str, Any]]) -> list[Task | LineProblem]:
     path = tmp_path / "data.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -124,6 +152,29 @@ def test_the_upstream_tasks_run_in_both_modes(pytester: pytest.Pytester) -> None
         ({"tools": [{**_tool(), "color": "red"}]}, "tools.0.color: Extra inputs"),
         ({"tools": [_tool(name="two words")]}, "tools.0.name: String should match pattern"),
         ({"tools": [_tool(name="help")]}, "'help' is the name of a command the sandbox adds"),
+        *(
+            ({"tools": [_tool(name=name)]}, f"{name!r} is the name of a shell builtin or of a")
+            for name in ("ls", "echo", "cat", "exit", "cd", "set", "jq", "if")
+        ),
+        (
+            {"tools": [_tool(mock={"param": "nope", "responses": {}})]},
+            "mock.param 'nope' is not a property of the schema (properties: key)",
+        ),
+        (
+            {
+                "tools": [
+                    _tool(
+                        schema={"type": "object", "additionalProperties": False},
+                        mock={"param": "k", "responses": {}},
+                    )
+                ]
+            },
+            "mock.param 'k' is not a property of the schema (properties: none)",
+        ),
+        ({"tools": [_tool(schema=SELF_REF)]}, "schema: $ref '#/properties/p' refers back"),
+        ({"tools": [_tool(schema=FAN_OUT)]}, "schema: resolving its types takes more than"),
+        ({"tools": [_tool(schema=LONG_REF)]}, "schema: resolving its types takes more than"),
+        ({"tools": [_tool(schema=WIDE_MERGE)]}, "schema: resolving its types takes more than"),
         ({"tools": [_tool(schema={"type": "array"})]}, "must describe an object"),
         ({"tools": [_tool(), _tool()]}, "tools: two tools are named 'lookup'"),
         ({"tools": []}, "tools: List should have at least 1 item"),
@@ -153,6 +204,45 @@ def test_a_bad_tool_line_errors_and_the_others_run(pytester: pytest.Pytester) ->
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*data.jsonl:2: tools.0.mock*"])
+
+
+def test_a_schema_that_would_hang_the_run_is_an_error_naming_its_line(
+    pytester: pytest.Pytester,
+) -> None:
+    bad = [_tool(schema=SELF_REF, mock="x"), _tool(name="other", schema=FAN_OUT, mock="y")]
+    write_dataset(pytester, [_task(id="good"), _task(id="a", tools=bad[:1]), _task(id="b")])
+    text = (pytester.path / "data.jsonl").read_text().splitlines()
+    text[2] = json.dumps(_task(id="b", tools=[_tool(), bad[1]]))
+    (pytester.path / "data.jsonl").write_text("\n".join(text) + "\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*data.jsonl:2: tools.0.schema*$ref '#/properties/p' refers back to itself*",
+            "*data.jsonl:3: tools.1.schema*takes more than 10000 steps*",
+        ]
+    )
+
+
+@pytest.mark.parametrize("schema", [SELF_REF, FAN_OUT, LONG_REF, WIDE_MERGE])
+def test_schema_analysis_is_bounded_even_for_a_tool_never_loaded(schema: dict[str, Any]) -> None:
+    """A tool built without validation (as a probe would) still answers at once: its command
+    fails with the schema's problem instead of walking 8**16 paths on the event loop."""
+    import threading
+
+    tool = MockTool.model_construct(name="t", description="d", input_schema=schema, mock="x")
+    outcome: list[tuple[str, int]] = []
+
+    def run() -> None:
+        result = ToolCommands([tool]).run(tool, ["--p", "k1=x"])
+        outcome.append((result.stderr, result.exit_code))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(120)  # a guard against the hang, not a timing
+    assert outcome, "the schema analysis did not end"
+    [(stderr, code)] = outcome
+    assert code == 2 and "schema: " in stderr
 
 
 def test_a_repeated_key_inside_a_mock_is_refused(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import Price
-from pytest_llmtool.ratelimit import Limiter, identity
+from pytest_llmtool.ratelimit import Limiter, identity, shown_url
 
 if TYPE_CHECKING:
     import anthropic
@@ -107,7 +107,7 @@ class ClientPool:
         base_url = str(client.base_url)
         key = identity(family, base_url, client.api_key)
         if key not in self._limiters:
-            self._limiters[key] = Limiter(f"{family} {base_url}", self.concurrency)
+            self._limiters[key] = Limiter(f"{family} {shown_url(base_url)}", self.concurrency)
         return self._limiters[key]
 
     @property

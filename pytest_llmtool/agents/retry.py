@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import email.utils
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pytest_llmtool.agents.base import AgentError
-from pytest_llmtool.ratelimit import Limiter, Ticket
+from pytest_llmtool.ratelimit import Limiter, RateLimitWait, Ticket, retry_after
 
 T = TypeVar("T")
 
@@ -80,20 +79,7 @@ def _headers(exc: BaseException) -> Mapping[str, str]:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    headers = _headers(exc)
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    return retry_after(_headers(exc))
 
 
 def _error_text(exc: Exception) -> str:
@@ -179,7 +165,14 @@ async def call_limited(
         attempt += 1
         ticket: Ticket | None = None
         if limiter is not None:
-            ticket = await limiter.acquire()
+            # The wait for room is part of the call: bounded by what is left of `max_seconds`.
+            try:
+                ticket = await limiter.acquire(policy.max_seconds - (time.monotonic() - started))
+            except RateLimitWait as exc:
+                message = f"gave up after {attempt - 1} attempts: {exc}"
+                if log is not None:
+                    log.failures.append(str(exc))
+                raise ProviderError(message) from None
             waited += ticket.waited
         remaining = policy.max_seconds - (time.monotonic() - started)
         limit = min(policy.call_timeout, remaining)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from pytest_llmtool.records import EvalReport
+from pytest_llmtool.redact import Redactor
 from pytest_llmtool.report.markdown import markdown_lines
 from pytest_llmtool.report.terminal import terminal_lines
 from pytest_llmtool.store import ResultStore
@@ -39,13 +40,15 @@ class Writer:
 
 def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     """Write via a temporary file so an interrupted run never leaves half a report; `text` may
-    come in pieces, written as they are made."""
+    come in pieces, written as they are made. The environment's secrets are cut out of each
+    piece (`redact.py`); the writers' pieces are whole lines or results."""
+    redact = Redactor.from_env()
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as stream:
         if isinstance(text, str):
-            stream.write(text)
+            stream.write(redact(text))
         else:
-            stream.writelines(text)
+            stream.writelines(map(redact, text))
     os.replace(tmp, path)
 
 

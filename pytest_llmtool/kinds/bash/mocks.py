@@ -15,14 +15,15 @@ codes: 2 for a flag or schema error, 1 for a tool without an answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from bashkit import BuiltinContext, BuiltinResult
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from bashkit import Bash, BuiltinContext, BuiltinResult
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pytest_llmtool.agents.base import ToolStep
 
@@ -37,9 +38,20 @@ MAX_TRACED_ARG = 1024
 MAX_FLAG_BYTES = 64 * 1024
 MAX_ARRAY_ITEMS = 4096
 MAX_REF_DEPTH = 16
+# Work allowed to resolve the types of one schema (at load) or of one command's flags: a
+# schema whose `$ref`s and `anyOf`s multiply past it is refused when its line is loaded.
+MAX_SCHEMA_STEPS = 10_000
 
 InnerKind = Literal["tool", "help", "discover"]
 Traced = tuple[str, InnerKind, list[str], int]
+
+
+@functools.cache
+def shell_names() -> frozenset[str]:
+    """The builtins, keywords and commands of bashkit's shell (its `compgen -c`), read from
+    bashkit once per process so that the list follows the installed version."""
+    listed = Bash().execute_sync("compgen -c").stdout.split()
+    return frozenset(listed) - BUILTIN_NAMES
 
 
 class MockByParam(BaseModel):
@@ -78,6 +90,11 @@ class MockTool(BaseModel):
     def _not_a_builtin(cls, value: str) -> str:
         if value in BUILTIN_NAMES:
             raise ValueError(f"{value!r} is the name of a command the sandbox adds")
+        if value in shell_names():
+            raise ValueError(
+                f"{value!r} is the name of a shell builtin or of a command the sandbox has; "
+                "a tool of that name would silently shadow it"
+            )
         return value
 
     @field_validator("input_schema")
@@ -88,7 +105,23 @@ class MockTool(BaseModel):
             raise ValueError(f"must describe an object (type: object), not type {kind!r}")
         if not isinstance(value.get("properties", {}), dict):
             raise ValueError("properties must be an object")
+        check_schema(value)
         return value
+
+    @model_validator(mode="after")
+    def _param_in_schema(self) -> MockTool:
+        """A mock answering by a parameter the schema does not allow can never answer: every
+        call would fail, and the model be blamed. (A schema naming no properties and not
+        closing them takes any flag.)"""
+        mock = self.mock
+        props = self.input_schema.get("properties") or {}
+        closed = bool(props) or self.input_schema.get("additionalProperties") is False
+        if isinstance(mock, MockByParam) and closed and mock.param not in props:
+            known = ", ".join(sorted(props)) or "none"
+            raise ValueError(
+                f"mock.param {mock.param!r} is not a property of the schema (properties: {known})"
+            )
+        return self
 
     def answer(self, params: Mapping[str, Any]) -> str | None:
         """The mock's answer to a call with `params`; None when it has none."""
@@ -134,6 +167,33 @@ class FlagError(ValueError):
     """Arguments that do not parse as flags; the command exits 2 with the message."""
 
 
+class SchemaTooComplex(FlagError):
+    """A schema whose `$ref`s loop or whose branches multiply past `MAX_SCHEMA_STEPS`."""
+
+
+class _Walk:
+    """One bounded analysis of a schema: its root (for `$ref`) and the steps left."""
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.left = MAX_SCHEMA_STEPS
+
+    def step(self, cost: int = 1) -> None:
+        self.left -= cost
+        if self.left < 0:
+            raise SchemaTooComplex(
+                f"schema: resolving its types takes more than {MAX_SCHEMA_STEPS} steps "
+                "($ref and oneOf/anyOf/allOf nest or repeat too much)"
+            )
+
+    def resolve(self, ref: str, path: tuple[str, ...]) -> Any:
+        """What `ref` points at; a `$ref` already being resolved is a loop."""
+        if ref in path:
+            raise SchemaTooComplex(f"schema: $ref {ref[:80]!r} refers back to itself")
+        self.step(len(ref) // 16)  # following a long pointer is work too
+        return _resolve_ref(ref, self.root)
+
+
 EffectiveType = Literal["string", "integer", "number", "boolean", "array", "object", "unknown"]
 _TYPES: frozenset[str] = frozenset({"string", "integer", "number", "boolean", "array", "object"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -153,14 +213,18 @@ def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Any:
     return current
 
 
-def effective_type(schema: Any, root: Mapping[str, Any], depth: int = 0) -> EffectiveType:
+def effective_type(
+    schema: Any, walk: _Walk, depth: int = 0, refs: tuple[str, ...] = ()
+) -> EffectiveType:
     """A property's type after `$ref`, `oneOf`/`anyOf`/`allOf`, nullable unions and the
-    implicit signals (`items`: array, `properties`: object), as bashkit resolves it."""
+    implicit signals (`items`: array, `properties`: object), as bashkit resolves it; bounded
+    by `walk`."""
+    walk.step()
     if depth > MAX_REF_DEPTH or not isinstance(schema, dict):
         return "unknown"
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        return effective_type(_resolve_ref(ref, root), root, depth + 1)
+        return effective_type(walk.resolve(ref, refs), walk, depth + 1, (*refs, ref))
     kind = schema.get("type")
     if isinstance(kind, str):
         return kind if kind in _TYPES else "unknown"  # type: ignore[return-value]
@@ -175,7 +239,7 @@ def effective_type(schema: Any, root: Mapping[str, Any], depth: int = 0) -> Effe
     for key in ("oneOf", "anyOf", "allOf"):
         branches = schema.get(key)
         if isinstance(branches, list):
-            found = [effective_type(b, root, depth + 1) for b in branches]
+            found = [effective_type(b, walk, depth + 1, refs) for b in branches]
             for name in found:
                 if name in ("array", "object"):
                     return name
@@ -189,9 +253,9 @@ def effective_type(schema: Any, root: Mapping[str, Any], depth: int = 0) -> Effe
     return "unknown"
 
 
-def coerce(raw: str, prop: Any, root: Mapping[str, Any]) -> Any:
+def coerce(raw: str, prop: Any, walk: _Walk) -> Any:
     """A flag's text as the type its schema gives; the text itself when it does not parse."""
-    kind = effective_type(prop, root) if prop is not None else "unknown"
+    kind = effective_type(prop, walk) if prop is not None else "unknown"
     if kind == "integer" and _INTEGER.fullmatch(raw) and -(2**63) <= int(raw) < 2**64:
         return int(raw)
     if kind == "number" and _FLOAT.fullmatch(raw):
@@ -227,29 +291,34 @@ class _Budget:
             raise FlagError(f"--{flag}: parsed flag data exceeds {MAX_FLAG_BYTES} bytes")
 
 
-def _object_properties(schema: Any, root: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+def _object_properties(
+    schema: Any, walk: _Walk, depth: int = 0, refs: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    walk.step()
     if depth > MAX_REF_DEPTH or not isinstance(schema, dict):
         return {}
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        return _object_properties(_resolve_ref(ref, root), root, depth + 1)
+        return _object_properties(walk.resolve(ref, refs), walk, depth + 1, (*refs, ref))
     props = schema.get("properties")
     if isinstance(props, dict):
         return props
     merged: dict[str, Any] = {}
     for key in ("oneOf", "anyOf", "allOf"):
         for branch in schema.get(key) or []:
-            for name, value in _object_properties(branch, root, depth + 1).items():
+            found = _object_properties(branch, walk, depth + 1, refs)
+            walk.step(len(found))  # merging many keys many times is work too
+            for name, value in found.items():
                 merged.setdefault(name, value)
     return merged
 
 
 def _pairs(
-    args: Sequence[str], i: int, schema: Any, root: Mapping[str, Any], flag: str, budget: _Budget
+    args: Sequence[str], i: int, schema: Any, walk: _Walk, flag: str, budget: _Budget
 ) -> tuple[dict[str, Any], int]:
     """`key=value` tokens up to the next `--flag`, as one object."""
     found: dict[str, Any] = {}
-    inner = _object_properties(schema, root)
+    inner = _object_properties(schema, walk)
     while i < len(args) and not args[i].startswith("--"):
         key, sep, value = args[i].partition("=")
         if not sep:
@@ -259,7 +328,7 @@ def _pairs(
                 f"--{flag}: unknown key '{key}'; valid keys: {', '.join(sorted(inner))}"
             )
         budget.add(len(key.encode()) + len(value.encode()), flag)
-        found[key] = coerce(value, inner.get(key), root)
+        found[key] = coerce(value, inner.get(key), walk)
         i += 1
     return found, i
 
@@ -282,6 +351,7 @@ def parse_flags(args: Sequence[str], schema: Mapping[str, Any]) -> dict[str, Any
     properties: Mapping[str, Any] = props if isinstance(props, dict) else {}
     result: dict[str, Any] = {}
     budget = _Budget()
+    walk = _Walk(schema)
     i = 0
     while i < len(args):
         arg = args[i]
@@ -291,28 +361,28 @@ def parse_flags(args: Sequence[str], schema: Mapping[str, Any]) -> dict[str, Any
         if "=" in flag:
             key, raw = flag.split("=", 1)
             budget.add(len(raw.encode()), key)
-            result[key] = coerce(raw, properties.get(key), schema)
+            result[key] = coerce(raw, properties.get(key), walk)
             i += 1
             continue
         prop = properties.get(flag)
-        kind = effective_type(prop, schema) if prop is not None else "unknown"
+        kind = effective_type(prop, walk) if prop is not None else "unknown"
         i += 1
         if kind == "boolean":
             result[flag] = True
         elif kind == "array":
-            i = _array_value(args, i, prop, schema, flag, budget, result)
+            i = _array_value(args, i, prop, walk, flag, budget, result)
         elif kind == "object":
             if i >= len(args) or args[i].startswith("--"):
                 result[flag] = True
             elif args[i].lstrip().startswith(("{", "[")) or "=" not in args[i]:
                 budget.add(len(args[i].encode()), flag)
-                result[flag] = coerce(args[i], prop, schema)
+                result[flag] = coerce(args[i], prop, walk)
                 i += 1
             else:
-                result[flag], i = _pairs(args, i, prop, schema, flag, budget)
+                result[flag], i = _pairs(args, i, prop, walk, flag, budget)
         elif i < len(args) and not args[i].startswith("--"):
             budget.add(len(args[i].encode()), flag)
-            result[flag] = coerce(args[i], prop, schema)
+            result[flag] = coerce(args[i], prop, walk)
             i += 1
         else:
             result[flag] = True
@@ -323,7 +393,7 @@ def _array_value(
     args: Sequence[str],
     i: int,
     prop: Any,
-    root: Mapping[str, Any],
+    walk: _Walk,
     flag: str,
     budget: _Budget,
     result: dict[str, Any],
@@ -334,7 +404,7 @@ def _array_value(
         raise FlagError(f"--{flag}: missing value")
     value = args[i]
     items = prop.get("items") if isinstance(prop, dict) else None
-    item_kind = effective_type(items, root) if items is not None else "unknown"
+    item_kind = effective_type(items, walk) if items is not None else "unknown"
     if value.lstrip().startswith("["):
         parsed = _aggregate(value)
         if isinstance(parsed, list):
@@ -353,31 +423,32 @@ def _array_value(
                 _append(result, flag, [parsed])
             return i + 1
         if "=" in value:
-            found, i = _pairs(args, i, items, root, flag, budget)
+            found, i = _pairs(args, i, items, walk, flag, budget)
             _append(result, flag, [found])
             return i
         raise FlagError(f"--{flag}: expected JSON or key=value pairs, got '{value}'")
     parts = value.split(",")
     budget.add(len(value.encode()), flag)
-    _append(result, flag, [coerce(part, items, root) for part in parts])
+    _append(result, flag, [coerce(part, items, walk) for part in parts])
     return i + 1
 
 
-def usage_from_schema(schema: Mapping[str, Any]) -> str | None:
+def usage_from_schema(schema: Mapping[str, Any], walk: _Walk | None = None) -> str | None:
     """`--id <integer> --name <string>`, flags in name order (bashkit's JSON maps are
     sorted); None when the schema has no properties."""
     props = schema.get("properties")
     if not isinstance(props, dict) or not props:
         return None
+    walk = _Walk(schema) if walk is None else walk
     flags = []
     for key in sorted(props):
         prop = props[key]
-        kind = effective_type(prop, schema)
+        kind = effective_type(prop, walk)
         if kind == "object":
             hint = "<json|key=value...>"
         elif kind == "array":
             items = prop.get("items") if isinstance(prop, dict) else None
-            objects = items is not None and effective_type(items, schema) == "object"
+            objects = items is not None and effective_type(items, walk) == "object"
             hint = "<json|key=value...>" if objects else "<json|a,b,c>"
         elif kind == "unknown":
             named = prop.get("type") if isinstance(prop, dict) else None
@@ -386,6 +457,22 @@ def usage_from_schema(schema: Mapping[str, Any]) -> str | None:
             hint = f"<{kind}>"
         flags.append(f"--{key} {hint}")
     return " ".join(flags)
+
+
+def check_schema(schema: Mapping[str, Any]) -> None:
+    """Resolve, within one bound, every type a command line of this tool can ask for: each
+    property's, its items', and those of the keys its objects take. Raises
+    `SchemaTooComplex` for a schema that loops or multiplies past the bound."""
+    walk = _Walk(schema)
+    usage_from_schema(schema, walk)
+    props = schema.get("properties")
+    for prop in (props if isinstance(props, dict) else {}).values():
+        items = prop.get("items") if isinstance(prop, dict) else None
+        for part in (prop, items):
+            if part is not None:
+                effective_type(part, walk)
+                for inner in _object_properties(part, walk).values():
+                    effective_type(inner, walk)
 
 
 # --- the schema check bashkit makes before calling a tool -----------------------------------

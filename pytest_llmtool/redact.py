@@ -1,0 +1,120 @@
+"""Secrets never leave the run: every configured key is cut out of what the plugin writes.
+
+A provider may echo the API key in an error message, an external agent may print its own;
+from there it would reach the item's failure text, its result, the journal, JUnit, the
+report files and the terminal. `redact_report` is the one choke point every item report
+passes through (its failure text, captured output, properties and result), and the report
+writers redact once more what they write.
+
+The secrets are the values of the environment variables the plugin reads keys from
+(`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`), of any variable whose name says it holds a secret
+(`*_KEY`, `*TOKEN`, `*SECRET`, `*PASSWORD`), and of those `--llm-agent-env` passes to an
+external agent. Values shorter than `MIN_SECRET` characters are left alone: cutting every
+"true" or "1" out of a report would destroy it and hide nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+URL_ENVS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+MIN_SECRET = 8
+
+
+class Redactor:
+    """Replaces each secret by `[redacted NAME]`, longest first."""
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        pairs: dict[str, str] = {}
+        for name, value in secrets.items():
+            if len(value) >= MIN_SECRET:
+                pairs.setdefault(value, name)
+                escaped = json.dumps(value)[1:-1]  # as it appears inside JSON text
+                pairs.setdefault(escaped, name)
+        self._pairs = sorted(pairs.items(), key=lambda pair: -len(pair[0]))
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        names: Iterable[str] = (),
+        urls: Mapping[str, str] | None = None,
+    ) -> Redactor:
+        """The secrets of `environ` (the process's), the variables `names`, and the passwords
+        in the base URLs (the `*_BASE_URL` variables' and `urls`, `--llm-base-url`'s)."""
+        environ = os.environ if environ is None else environ
+        wanted = {*KEY_ENVS, *names, *(n for n in environ if SECRET_NAME.search(n))}
+        secrets = {name: environ[name] for name in sorted(wanted) if environ.get(name)}
+        given = {**{n: environ[n] for n in URL_ENVS if environ.get(n)}, **(urls or {})}
+        for name, url in given.items():
+            password = urllib.parse.urlsplit(url).password
+            if password:
+                secrets[f"{name} password"] = password
+        return cls(secrets)
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def __call__(self, text: str) -> str:
+        for secret, name in self._pairs:
+            if secret in text:
+                text = text.replace(secret, f"[redacted {name}]")
+        return text
+
+
+REDACTOR_KEY = pytest.StashKey[Redactor]()
+
+
+def redactor(config: pytest.Config) -> Redactor:
+    """The run's redactor, made on first use from the environment and `--llm-agent-env`."""
+    found = config.stash.get(REDACTOR_KEY, None)
+    if found is None:
+        from pytest_llmtool.state import STATE_KEY
+
+        state = config.stash.get(STATE_KEY, None)
+        settings = state.settings if state is not None else None
+        found = config.stash[REDACTOR_KEY] = Redactor.from_env(
+            names=settings.agent_env if settings else (),
+            urls=settings.base_urls if settings else None,
+        )
+    return found
+
+
+def _value(redact: Redactor, value: Any) -> Any:
+    return redact(value) if isinstance(value, str) else value
+
+
+def redact_report(redact: Redactor, report: pytest.TestReport, attrs: Iterable[str]) -> None:
+    """Cut the secrets out of everything an item report carries to the writers: its failure
+    text (made plain text when it held one), captured sections, user properties, pytest-html
+    extras, and the plugin's `attrs` (JSON text or dicts of text)."""
+    if not redact:
+        return
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (path, line, reason), kept a tuple
+        path, line, reason = longrepr
+        report.longrepr = (path, line, redact(reason))
+    elif longrepr is not None:
+        text = longrepr if isinstance(longrepr, str) else str(longrepr)
+        if redact(text) != text:
+            report.longrepr = redact(text)
+    report.sections = [(title, redact(content)) for title, content in report.sections]
+    report.user_properties = [(k, _value(redact, v)) for k, v in report.user_properties]
+    extras = getattr(report, "extras", None)
+    if isinstance(extras, list):
+        for extra in extras:
+            if isinstance(extra, dict) and isinstance(extra.get("content"), str):
+                extra["content"] = redact(extra["content"])
+    for attr in attrs:
+        carried = getattr(report, attr, None)
+        if isinstance(carried, dict):
+            setattr(report, attr, {k: _value(redact, v) for k, v in carried.items()})
