@@ -192,7 +192,8 @@ def verdict_line(
     than b: +40 pp, McNemar p =
     0.03 with 10 shared tasks`, or `no detectable difference: McNemar p = 0.12 with 5 shared
     tasks; about 17 would detect +40 pp`."""
-    decided = f"{test} p = {p:.2g} with {difference.n} shared tasks"
+    tasks = "task" if difference.n == 1 else "tasks"
+    decided = f"{test} p = {p:.2g} with {difference.n} shared {tasks}"
     if found is not None:
         return f"{found}: {intervals.pp(difference.estimate)}, {decided}"
     if needed is None:

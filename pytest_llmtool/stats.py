@@ -66,8 +66,8 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
 
 
 def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b): the t and binomial tails below
-    need it, and the plugin has no scipy."""
+    """The regularized incomplete beta function I_x(a, b): Student's t tail is one, and the
+    plugin has no scipy."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
@@ -89,11 +89,6 @@ def _solve(f: Callable[[float], float], low: float, high: float) -> float:
         else:
             high = middle
     return (low + high) / 2
-
-
-def beta_quantile(q: float, a: float, b: float) -> float:
-    """The q quantile of Beta(a, b)."""
-    return _solve(lambda x: betainc(a, b, x) - q, 0.0, 1.0)
 
 
 def t_sf2(t: float, df: int) -> float:
@@ -217,7 +212,7 @@ class PairedTest:
     method: str
 
 
-def _tango_statistic(a_only: int, b_only: int, n: int, delta: float) -> float:
+def _tango_statistic(a_only: float, b_only: float, n: int, delta: float) -> float:
     """Tango's score statistic for a difference `delta` of paired proportions: the
     discordant-cell probability is its maximum likelihood under `delta` (a quadratic)."""
     # a/(q + d) + c/q - 2m/(1 - 2q - d) = 0 with a, c the discordant counts, m the rest:
@@ -232,10 +227,11 @@ def _tango_statistic(a_only: int, b_only: int, n: int, delta: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def paired_binary(a_only: int, b_only: int, n: int) -> PairedTest | None:
+def paired_binary(a_only: float, b_only: float, n: int) -> PairedTest | None:
     """Difference of two paired pass rates over `n` tasks of one pass/fail outcome each, from
     the discordant tasks: Tango's score interval (stays in [-1, 1], near-nominal coverage at
-    n = 5) and the test it inverts, McNemar's score test (b - c)/sqrt(b + c)."""
+    n = 5) and the test it inverts, McNemar's score test (b - c)/sqrt(b + c). The counts may
+    be fractional (`paired_rates`)."""
     if n <= 0:
         return None
     if a_only < 0 or b_only < 0 or a_only + b_only > n:
@@ -319,7 +315,9 @@ def paired_rates(current: Mapping[str, float], other: Mapping[str, float]) -> Pa
     One pass/fail outcome per task: Tango's interval and McNemar's score test
     (`paired_binary`). Rates of several attempts: a t interval over the per-task differences
     (cut to [-1, 1]) and the paired t test it inverts; where that has nothing to measure (one
-    task, or every task differing alike) the majority outcomes go to `paired_binary`.
+    task, or every task differing alike) each task's difference counts as that fraction of
+    a flip, its sign the direction, in `paired_binary`: the estimate stays the mean
+    difference, and the interval is never a point.
     Pairing removes the between-task variance, which is most of it (Miller, section 4)."""
     shared = [task for task in current if task in other]
     values = [(current[t], other[t]) for t in shared]
@@ -330,8 +328,8 @@ def paired_rates(current: Mapping[str, float], other: Mapping[str, float]) -> Pa
         assert found is not None  # t_test needs the same two values
         clipped = Interval(found.estimate, max(-1.0, found.low), min(1.0, found.high), found.n)
         return PairedTest(clipped, p, "paired-t")
-    ahead = sum(x > 0.5 >= y for x, y in values)
-    behind = sum(y > 0.5 >= x for x, y in values)
+    ahead = math.fsum(max(0.0, d) for d in differences)
+    behind = math.fsum(max(0.0, -d) for d in differences)
     return paired_binary(ahead, behind, len(values))
 
 

@@ -66,27 +66,28 @@ def test_t_quantiles_at_every_degree_of_freedom(df: int, quantile: float) -> Non
 
 @pytest.mark.parametrize(
     ("k", "n", "low", "high"),
-    [
-        (0, 1, 0.0, 0.975),  # 1 - 0.025^(1/1)
-        (1, 1, 0.025, 1.0),
-        (0, 10, 0.0, 0.308497),  # 1 - 0.025^(1/10)
-        (40, 50, 0.662817, 0.899698),
-        (1, 5, 0.005051, 0.716418),
+    [  # Newcombe (1998), Table II, method 4 (score with continuity correction)
+        (81, 263, 0.2535, 0.3682),
+        (15, 148, 0.0598, 0.1644),
+        (0, 20, 0.0, 0.2005),
+        (1, 29, 0.0018, 0.1963),
+        (29, 29, 0.8544, 1.0),
     ],
 )
-def test_clopper_pearson(k: int, n: int, low: float, high: float) -> None:
-    found = stats.clopper_pearson(k, n)
+def test_wilson_with_continuity_correction(k: int, n: int, low: float, high: float) -> None:
+    found = stats.wilson_cc(k, n, n)
     assert found is not None
-    assert (found.low, found.high) == (pytest.approx(low, abs=1e-6), pytest.approx(high, abs=1e-6))
-    assert stats.clopper_pearson(0, 0) is None
+    assert (found.low, found.high) == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
+
+
+def test_wilson_with_continuity_correction_at_one_task_and_bad_counts() -> None:
+    one = stats.wilson_cc(0, 1, 1)
+    # (z² + 1 + z·sqrt(z² + 2 - 1)) / (2(1 + z²)) = (4.8415 + 4.3128) / 9.6829 = .94538
+    assert one is not None and (one.low, one.estimate) == (0.0, 0.0)
+    assert one.high == pytest.approx(0.94538, abs=1e-5)
+    assert stats.wilson_cc(0, 0, 0) is None
     with pytest.raises(ValueError):
-        stats.clopper_pearson(3, 2)
-
-
-def test_clustered_interval_averages_each_task_first() -> None:
-    # task means 1.0, 0.5, 0.0 -> the same as mean_interval of those three
-    attempts = {"a": [1.0, 1.0, 1.0], "b": [1.0, 0.0], "c": [0.0, 0.0, 0.0, 0.0]}
-    assert stats.clustered_mean_interval(attempts) == stats.mean_interval([1.0, 0.5, 0.0])
+        stats.wilson_cc(3, 2, 2)
 
 
 @pytest.mark.parametrize(
