@@ -163,7 +163,7 @@ def verdict(comparison: BaselineComparison) -> str:
     if not comparison.models:
         return "nothing compared: no model of this run is in the baseline"
     return "no detectable change: " + "; ".join(
-        f"{c.model} {c.verdict.removeprefix('no detectable change: ')}"
+        f"{c.model}: {c.verdict.removeprefix('no detectable change: ')}"
         if c.pass_rate_change
         else f"{c.model} no shared tasks"
         for c in comparison.models

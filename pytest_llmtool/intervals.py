@@ -38,8 +38,7 @@ def pass_rate(attempts: Mapping[str, Sequence[bool]]) -> Interval | None:
         outcomes = [a[0] for a in scored.values()]
         found = stats.wilson_cc(sum(outcomes), len(outcomes), len(outcomes))
         return None if found is None else Interval.of(found, "wilson-cc")
-    cap = sum(len(a) for a in scored.values())
-    return mean([sum(a) / len(a) for a in scored.values()], True, cap)
+    return mean([sum(a) / len(a) for a in scored.values()], True)
 
 
 def ratio(parts: Mapping[str, Sequence[tuple[float, float]]]) -> Interval | None:
@@ -62,16 +61,13 @@ def ratio(parts: Mapping[str, Sequence[tuple[float, float]]]) -> Interval | None
     if k > 1:
         residuals = math.fsum((n - estimate * d) ** 2 for n, d in units)
         se = math.sqrt(residuals / (k * (k - 1))) / (total / k)
-    found = stats.effective_rate(estimate, se, max(1, k - 1), max(k, total), k)
+    found = stats.effective_rate(estimate, se, max(1, k - 1), k)
     return Interval.of(found, _method(method))
 
 
-def mean(
-    values: Sequence[float], clustered: bool = False, cap: float | None = None
-) -> Interval | None:
+def mean(values: Sequence[float], clustered: bool = False) -> Interval | None:
     """The mean of per-task values in [0, 1] (pass@k of each task) at its effective sample
-    size (`stats.effective_rate`); `cap` bounds that size (the attempts behind the values,
-    else the tasks)."""
+    size (`stats.effective_rate`)."""
     if not values:
         return None
     n = len(values)
@@ -79,7 +75,7 @@ def mean(
     se = 0.0
     if n > 1:
         se = math.sqrt(math.fsum((v - estimate) ** 2 for v in values) / (n - 1) / n)
-    found = stats.effective_rate(estimate, se, max(1, n - 1), n if cap is None else cap, n)
+    found = stats.effective_rate(estimate, se, max(1, n - 1), n)
     return Interval.of(found, _method(clustered))
 
 

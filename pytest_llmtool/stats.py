@@ -146,16 +146,17 @@ def wilson_cc(successes: float, n: float, tasks: int) -> Interval | None:
     return Interval(p, min(low, p), max(high, p), tasks)
 
 
-def effective_rate(estimate: float, se: float, df: int, cap: float, tasks: int) -> Interval:
-    """A mean of values in [0, 1] with standard error `se` on `df` degrees of freedom, as the
-    Wilson interval (continuity-corrected) of its effective sample size p (1 - p) / se^2
-    scaled by (1.96 / t)^2 (Korn and Graubard 1998, who use Clopper-Pearson): it follows the
-    skew a t interval ignores near 0 and 1, and where nothing varies (se = 0, or one task)
-    the size is `cap`, the count of outcomes behind the mean. Never a point."""
-    size = cap
+def effective_rate(estimate: float, se: float, df: int, tasks: int) -> Interval:
+    """A mean over `tasks` of values in [0, 1] with standard error `se` on `df` degrees of
+    freedom, as the Wilson interval (continuity-corrected) of its effective sample size
+    p (1 - p) / se^2 scaled by (1.96 / t)^2 (Korn and Graubard 1998, who use
+    Clopper-Pearson): it follows the skew a t interval ignores near 0 and 1. The size is at
+    most the tasks, the independent units, and is that where nothing varies (se = 0, or one
+    task): never a point."""
+    size = float(tasks)
     if se > 0 and 0 < estimate < 1:
         size = estimate * (1 - estimate) / (se * se) * (Z95 / t95(df)) ** 2
-    size = max(1.0, min(cap, size))
+    size = max(1.0, min(tasks, size))
     found = wilson_cc(estimate * size, size, tasks)
     assert found is not None  # size >= 1
     return Interval(estimate, found.low, found.high, tasks)
@@ -337,19 +338,21 @@ def tasks_to_detect(
     test: PairedTest, current: Mapping[str, float], other: Mapping[str, float]
 ) -> int | None:
     """About how many shared tasks would detect the observed difference at 5% with 80%
-    power, if it is real: ((1.96 + 0.84) sd / difference)^2 for the t test, Connor's
-    (1.96 sqrt(psi) + 0.84 sqrt(psi - d^2))^2 / d^2 with psi the share of discordant tasks
-    for McNemar's. None when nothing changed."""
-    delta = test.difference.estimate
+    power, if it is real: the least n with (t95(n - 1) + 0.84) sd / sqrt(n) <= |difference|
+    for the t test, Connor's (1.96 sqrt(psi) + 0.84 sqrt(psi - d^2))^2 / d^2 with psi the
+    share of discordant tasks for McNemar's. None when nothing changed."""
+    delta = abs(test.difference.estimate)
     if delta == 0:
         return None
     differences = [current[t] - other[t] for t in current if t in other]
     if test.method == "paired-t":
         sd = _sd(differences, math.fsum(differences) / len(differences))
-        needed = ((Z95 + _Z80) * sd / delta) ** 2
-    else:
-        psi = sum(abs(d) > 0.5 for d in differences) / len(differences) or abs(delta)
-        needed = (Z95 * math.sqrt(psi) + _Z80 * math.sqrt(max(0.0, psi - delta**2))) ** 2 / delta**2
+        n = max(2, math.ceil(((Z95 + _Z80) * sd / delta) ** 2))
+        while (t95(n - 1) + _Z80) * sd / math.sqrt(n) > delta:
+            n += 1
+        return n
+    psi = math.fsum(abs(d) for d in differences) / len(differences)
+    needed = (Z95 * math.sqrt(psi) + _Z80 * math.sqrt(max(0.0, psi - delta**2))) ** 2 / delta**2
     return max(2, math.ceil(needed))
 
 

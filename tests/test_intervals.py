@@ -44,13 +44,13 @@ def test_one_attempt_per_task_is_wilson_with_continuity_correction() -> None:
 def test_several_attempts_cluster_by_task() -> None:
     # Per-task means 1, .5, .5, .5, 1, .5, .5, .5: mean .625, sd .23146, SE .081832;
     # effective size .234375 / .0066965 · (1.959964 / 2.364624)² = 35.0 · .68703 = 24.05,
-    # more than the 16 attempts behind it, so capped there: Wilson-cc(10, 16).
+    # more than the 8 tasks (the independent units), so capped there: Wilson-cc(5, 8).
     halves = {f"t{i}": [True, False] for i in range(6)}
     attempts = {"whole1": [True, True], "whole2": [True, True], **halves}
     found = intervals.pass_rate(attempts)
     assert found is not None
     assert (found.estimate, found.n, found.method) == (0.625, 8, "clustered-wilson-cc")
-    same = stats.wilson_cc(10, 16, 8)
+    same = stats.wilson_cc(5, 8, 8)
     assert same is not None
     assert (found.low, found.high) == pytest.approx((same.low, same.high))
 
@@ -72,12 +72,12 @@ def test_a_ratio_of_sums_has_an_interval_inside_0_1() -> None:
 
 
 def test_no_spread_is_never_a_point() -> None:
-    # Every task at 100%: a t interval would be [1, 1]. The max scores sum to 7 (more than
-    # the 3 tasks), so Wilson-cc(7, 7): low = (14 + 2.8415 - 1.96·sqrt(5.6987)) / 21.683.
+    # Every task at 100%: a t interval would be [1, 1]; nothing varies, so the size is the
+    # 3 tasks: Wilson-cc(3, 3), low = (6 + 2.8415 - 1.96·sqrt(1.8415 - 1/3 + 4)) / 13.683.
     found = intervals.ratio({"a": [(2, 2)], "b": [(1, 1)], "c": [(3, 3), (1, 1)]})
     assert found is not None
     assert (found.estimate, found.high) == (1.0, 1.0)
-    assert found.low == pytest.approx(0.56093, abs=1e-4)
+    assert found.low == pytest.approx(0.30993, abs=1e-4)
     none = intervals.mean([0.0, 0.0])
     assert none is not None and (none.low, none.estimate) == (0.0, 0.0)
     assert none.high == pytest.approx(0.80213, abs=1e-4)
