@@ -756,8 +756,9 @@ class AgentRunSummary(BaseModel):
     them all. `accuracy` is resolved attempts over attempts, so it equals
     `mean_success_rate`; pass@k uses FC-Eval's ks (no k = 1) over tasks with at least k
     attempts. `cost_weighted_advantage` is `agent_advantage / mean_cost_per_task`, 0 when
-    the cost is 0. `mean_speedup_ci` is a 95% t interval over tasks (each task's attempts
-    averaged first, `clustered-t` with several), its estimate the mean of task means."""
+    the cost is 0. `mean_speedup_ci` is the 95% `log-t` interval of the geometric mean over
+    tasks (each task's attempts combined first), its estimate that geometric mean; None below
+    two tasks."""
 
     tasks: int
     attempts: int
