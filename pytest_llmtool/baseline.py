@@ -2,10 +2,10 @@
 
 Pure functions over `outcomes.Outcome` rows. Per model, the tasks both runs scored are paired
 (node id without the trial suffix, within a kind), attempts averaged per task. The decision
-rule separates noise from change (notes/statistics.md): a model regressed when the paired 95%
-interval of (current - baseline) pass rate lies wholly below 0, or when McNemar's exact test
-on the flipped tasks gives p < 0.05 with more pass -> fail than fail -> pass. Anything else is
-"no detectable change", even when the point estimate fell.
+rule is the one every comparison uses (README, "Statistics"; `compare.verdict`): a model
+regressed when the paired test of (current - baseline) pass rate gives p < 0.05 and the rate
+fell; the interval shown is the one that test inverts, so it lies below 0 exactly then.
+Anything else is "no detectable change", even when the point estimate fell.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from pytest_llmtool import stats
+from pytest_llmtool import intervals, stats
+from pytest_llmtool.compare import TESTS, verdict_line
 from pytest_llmtool.outcomes import Outcome
 from pytest_llmtool.records import BaselineChange, BaselineComparison, Interval
-
-ALPHA = 0.05
 
 Key = tuple[str, str]  # (kind, task)
 
@@ -41,28 +40,14 @@ def _mean(values: Iterable[float]) -> float:
     return math.fsum(listed) / len(listed)
 
 
-def _interval(difference: stats.PairedDifference | None, clustered: bool) -> Interval | None:
-    if difference is None:
-        return None
-    return Interval.of(difference.difference, "clustered-t" if clustered else "t")
-
-
-def _verdict(change: BaselineChange) -> tuple[bool, str]:
-    interval = change.pass_rate_change
-    if interval is None:
+def _verdict(change: BaselineChange, needed: int | None) -> tuple[bool, str]:
+    interval, p = change.pass_rate_change, change.mcnemar_p
+    if interval is None or p is None:
         return False, "no shared tasks to compare"
-    if interval.n >= 2 and interval.high < 0:
-        return True, (
-            f"regression: pass rate {interval.estimate:+.1%} "
-            f"(95% CI {interval.low:+.1%} to {interval.high:+.1%}) over {interval.n} tasks"
-        )
-    p = change.mcnemar_p
-    if p is not None and p < ALPHA and len(change.worse) > len(change.better):
-        return True, (
-            f"regression: {len(change.worse)} tasks pass -> fail, {len(change.better)} "
-            f"fail -> pass (McNemar p = {p:.3g})"
-        )
-    return False, f"no detectable change (pass rate {interval.estimate:+.1%}, within noise)"
+    test = TESTS["tango" if interval.method == "tango" else "paired-t"]
+    regressed = p < stats.ALPHA and interval.estimate < 0
+    found = "regression" if regressed else None
+    return regressed, verdict_line(found, interval, p, test, needed, "change")
 
 
 def compare_model(
@@ -76,22 +61,20 @@ def compare_model(
     then_rate = {key[1]: _mean(float(bool(r.passed)) for r in then[key]) for key in shared}
     now_score = {key[1]: _mean(r.rate or 0.0 for r in now[key]) for key in shared}
     then_score = {key[1]: _mean(r.rate or 0.0 for r in then[key]) for key in shared}
-    single = all(len(now[key]) == 1 == len(then[key]) for key in shared)
     worse = [task for task in now_rate if now_rate[task] < then_rate[task]]
     better = [task for task in now_rate if now_rate[task] > then_rate[task]]
-    pass_change = _interval(stats.paired_difference(now_rate, then_rate), not single)
-    detectable = None
-    if pass_change is not None and pass_change.high > pass_change.low:
-        raw = stats.Interval(pass_change.estimate, pass_change.low, pass_change.high, len(shared))
-        detectable = stats.detectable_change(raw)
+    test = stats.paired_rates(now_rate, then_rate)
+    scores = stats.paired_rates(now_score, then_score)
+    pass_change = None if test is None else intervals.paired(test)
+    detectable = None if test is None else stats.detectable_change(test.difference)
     change = BaselineChange(
         model=model,
         tasks=len(shared),
         baseline_pass_rate=_mean(then_rate.values()) if shared else 0.0,
         current_pass_rate=_mean(now_rate.values()) if shared else 0.0,
         pass_rate_change=pass_change,
-        score_change=_interval(stats.paired_difference(now_score, then_score), not single),
-        mcnemar_p=stats.mcnemar(len(worse), len(better)) if single and shared else None,
+        score_change=None if scores is None else intervals.paired(scores),
+        mcnemar_p=None if test is None else test.p,
         detectable_change=detectable,
         worse=worse,
         better=better,
@@ -100,7 +83,8 @@ def compare_model(
         regressed=False,
         verdict="",
     )
-    change.regressed, change.verdict = _verdict(change)
+    needed = None if test is None else stats.tasks_to_detect(test, now_rate, then_rate)
+    change.regressed, change.verdict = _verdict(change, needed)
     return change
 
 
@@ -126,15 +110,13 @@ def compare(
 
 
 def _signed(interval: Interval | None) -> str:
-    if interval is None:
-        return "-"
-    return f"{interval.estimate:+.1%} [{interval.low:+.1%}, {interval.high:+.1%}]"
+    return "-" if interval is None else intervals.show_difference(interval)
 
 
 def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[str]]]:
     """One row per model: shared tasks, both pass rates, the paired changes, the flips."""
     headers = ["Model", "Tasks", "Baseline", "Now", "Pass rate change (95% CI)"]
-    headers += ["Score change (95% CI)", "McNemar p", "Detectable", "Worse", "Better", "Verdict"]
+    headers += ["Score change (95% CI)", "p", "Detectable", "Worse", "Better", "Verdict"]
     rows = [
         [
             c.model,
@@ -143,11 +125,11 @@ def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[st
             f"{c.current_pass_rate:.1%}",
             _signed(c.pass_rate_change),
             _signed(c.score_change),
-            "-" if c.mcnemar_p is None else f"{c.mcnemar_p:.3g}",
-            "-" if c.detectable_change is None else f"±{c.detectable_change:.1%}",
+            "-" if c.mcnemar_p is None else f"{c.mcnemar_p:.2g}",
+            "-" if c.detectable_change is None else f"±{100 * c.detectable_change:.0f} pp",
             str(len(c.worse)),
             str(len(c.better)),
-            "REGRESSION" if c.regressed else "no detectable change",
+            c.verdict.replace("regression", "REGRESSION", 1),
         ]
         for c in comparison.models
     ]
@@ -181,7 +163,7 @@ def verdict(comparison: BaselineComparison) -> str:
     if not comparison.models:
         return "nothing compared: no model of this run is in the baseline"
     return "no detectable change: " + "; ".join(
-        f"{c.model} {c.pass_rate_change.estimate:+.1%} over {c.tasks} tasks"
+        f"{c.model}: {c.verdict.removeprefix('no detectable change: ')}"
         if c.pass_rate_change
         else f"{c.model} no shared tasks"
         for c in comparison.models

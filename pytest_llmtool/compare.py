@@ -1,12 +1,13 @@
 """Models side by side: paired comparisons, and seed 000's cross-model diagnostics.
 
 Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks)
-that ran the same tasks are compared task by task:
-pairing removes the between-task variance, which is most of it (`stats.paired_difference`),
-and McNemar's exact test reads the tasks that flipped. A verdict names a winner only when
-both say so at 5%: the t interval alone can claim too much on a few tasks (five tasks that
-all flipped the same way have zero spread, so an interval of [1, 1]), and McNemar alone
-ignores partial credit. Everything else reads "no detectable difference".
+that ran the same tasks are compared task by task: pairing removes the between-task variance,
+which is most of it. One rule decides every verdict (README, "Statistics"): the paired pass
+rate difference is significant when its test gives p < 0.05 (`stats.paired_rates`: McNemar's
+score test with one attempt per task, the paired t test with several), and the interval
+printed beside it is the one that test inverts, so the two never disagree. The verdict line
+says the p, the shared tasks and, when nothing was detected, about how many tasks would
+detect a change of the size seen. The score difference is descriptive.
 
 Pure functions over the run report; only the built-in kinds are compared.
 """
@@ -19,22 +20,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_llmtool import stats
-from pytest_llmtool.intervals import difference
+from pytest_llmtool import intervals, stats
 from pytest_llmtool.records import (
     TOOL_MODES,
     Comparison,
     Diagnostics,
     EvalReport,
-    IntervalMethod,
+    Interval,
     ScenarioResult,
     TaskResult,
 )
 
-SIGNIFICANCE = 0.05
 # Seed 000: "Category fails for all models".
 WEAK_CATEGORY = 0.5
-NO_DIFFERENCE = "no detectable difference"
 
 
 @dataclass(frozen=True)
@@ -136,27 +134,21 @@ def compare(
     shared = sorted(u for u in a_units if u in b_units)
     if not shared:
         return None
-    both = [*(a_units[u] for u in shared), *(b_units[u] for u in shared)]
-    method: IntervalMethod = "clustered-t" if any(len(x) > 1 for x in both) else "t"
 
     def per_task(units: dict[str, list[Attempt]], passed: bool) -> dict[str, float]:
         return {u: _mean(float(x.passed) if passed else x.score for x in units[u]) for u in shared}
 
     a_pass, b_pass = per_task(a_units, True), per_task(b_units, True)
-    pass_diff = stats.paired_difference(a_pass, b_pass)
-    score_diff = stats.paired_difference(per_task(a_units, False), per_task(b_units, False))
-    assert pass_diff is not None and score_diff is not None  # `shared` is not empty
+    test = stats.paired_rates(a_pass, b_pass)
+    scores = stats.paired_rates(per_task(a_units, False), per_task(b_units, False))
+    assert test is not None and scores is not None  # `shared` is not empty
     a_only = [u for u in shared if _majority(a_units[u]) and not _majority(b_units[u])]
     b_only = [u for u in shared if _majority(b_units[u]) and not _majority(a_units[u])]
-    p = stats.mcnemar(len(a_only), len(b_only))
-    passes = difference(pass_diff.difference, method)
+    passes = intervals.paired(test)
     better = None
-    if passes.excludes_zero() and p < SIGNIFICANCE:
-        if passes.estimate > 0 and len(a_only) > len(b_only):
-            better = a
-        elif passes.estimate < 0 and len(b_only) > len(a_only):
-            better = b
-    worse = b if better == a else a
+    if test.p < stats.ALPHA:
+        better = a if passes.estimate > 0 else b
+    needed = stats.tasks_to_detect(test, a_pass, b_pass)
     return Comparison(
         kind=kind,
         subject=subject,
@@ -167,13 +159,51 @@ def compare(
         a_pass_rate=_mean(a_pass.values()),
         b_pass_rate=_mean(b_pass.values()),
         pass_difference=passes,
-        score_difference=difference(score_diff.difference, method),
+        score_difference=intervals.paired(scores),
         a_only=a_only,
         b_only=b_only,
-        mcnemar_p=p,
+        mcnemar_p=test.p,
+        test=TESTS[test.method],
+        tasks_to_detect=needed,
         better=better,
-        verdict=NO_DIFFERENCE if better is None else f"{better} better than {worse}",
+        verdict=verdict_line(
+            None if better is None else f"{better} better than {b if better == a else a}",
+            passes,
+            test.p,
+            TESTS[test.method],
+            needed,
+        ),
     )
+
+
+# What decides, by interval method (`stats.PairedTest.method`).
+TESTS = {"tango": "McNemar", "paired-t": "paired t"}
+
+
+def verdict_line(
+    found: str | None,
+    difference: Interval,
+    p: float,
+    test: str,
+    needed: int | None,
+    change: str = "difference",
+) -> str:
+    """The verdict with the numbers that decided it (`found` when the test did): `a better
+    than b: +40 pp, McNemar p =
+    0.03 with 10 shared tasks`, or `no detectable difference: McNemar p = 0.12 with 5 shared
+    tasks; about 17 would detect +40 pp`."""
+    tasks = "task" if difference.n == 1 else "tasks"
+    decided = f"{test} p = {p:.2g} with {difference.n} shared {tasks}"
+    if found is not None:
+        return f"{found}: {intervals.pp(difference.estimate)}, {decided}"
+    if needed is None:
+        return f"no detectable {change}: {decided}; no change seen"
+    if needed > difference.n:
+        return (
+            f"no detectable {change}: {decided}; about {needed} would detect "
+            f"{intervals.pp(difference.estimate)}"
+        )
+    return f"no detectable {change}: {decided}"
 
 
 def _pairs(

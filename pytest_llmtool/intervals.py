@@ -3,8 +3,9 @@ interval is shown. Pure functions over per-task values, built on `stats.py`.
 
 A task is the independent unit. Its attempts (`--llm-trials`) are not independent of each
 other, nor are the checks or tool calls inside one run, so every interval is taken over
-tasks: Wilson when each task has one pass/fail outcome, otherwise a t interval over per-task
-values (`clustered-t` once some task has several attempts).
+tasks: Clopper-Pearson when each task has one pass/fail outcome, otherwise a t interval over
+per-task values (`clustered-t` once some task has several attempts), cut to the range of the
+quantity and never a point (README, "Statistics").
 """
 
 from __future__ import annotations
@@ -19,77 +20,75 @@ from pytest_llmtool.records import Interval, IntervalMethod
 SMALL_NOTE = "* n < 30: wide interval"
 
 
-def _clip(interval: stats.Interval, low: float = 0.0, high: float = 1.0) -> stats.Interval:
-    """A t interval can reach past what the quantity can be (a rate below 0): cut it there."""
-    return stats.Interval(
-        interval.estimate, max(low, interval.low), min(high, interval.high), interval.n
-    )
+def _several(attempts: Mapping[str, Sequence[object]]) -> bool:
+    """Whether some task has several attempts: then its values are means (clustered)."""
+    return any(len(a) > 1 for a in attempts.values())
 
 
-def _method(attempts: Mapping[str, Sequence[object]]) -> IntervalMethod:
-    return "clustered-t" if any(len(a) > 1 for a in attempts.values()) else "t"
-
-
-def _boundary(values: Sequence[float]) -> Interval | None:
-    """Every task at 0, or every task at 1: no spread, so a t interval has no width and would
-    read as certainty. Wilson over the tasks is the honest interval there."""
-    if not values or not (all(v == 0 for v in values) or all(v == 1 for v in values)):
-        return None
-    found = stats.wilson(round(values[0]) * len(values), len(values))
-    return None if found is None else Interval.of(found, "wilson")
+def _method(clustered: bool) -> IntervalMethod:
+    return "clustered-wilson-cc" if clustered else "wilson-cc"
 
 
 def pass_rate(attempts: Mapping[str, Sequence[bool]]) -> Interval | None:
-    """Passes over tasks: Wilson with one attempt per task, else the mean of per-task pass
-    rates with a t interval (its estimate is the pass rate over attempts only when every task
-    has as many attempts)."""
+    """Passes over tasks: Wilson (continuity-corrected) with one attempt per task, else the
+    mean of per-task pass rates (`mean`; its estimate is the pass rate over attempts only
+    when every task has as many attempts)."""
     scored = {task: a for task, a in attempts.items() if a}
-    if _method(scored) == "t":
+    if not _several(scored):
         outcomes = [a[0] for a in scored.values()]
-        found = stats.wilson(sum(outcomes), len(outcomes))
-        return None if found is None else Interval.of(found, "wilson")
-    return mean([sum(a) / len(a) for a in scored.values()], "clustered-t")
+        found = stats.wilson_cc(sum(outcomes), len(outcomes), len(outcomes))
+        return None if found is None else Interval.of(found, "wilson-cc")
+    return mean([sum(a) / len(a) for a in scored.values()], True)
 
 
 def ratio(parts: Mapping[str, Sequence[tuple[float, float]]]) -> Interval | None:
     """A ratio of sums (score over max score, calls ok over calls) with its interval over
     tasks: each task's parts (one pair per attempt) are summed, and the ratio estimator's
-    standard error is sqrt(sum (num_i - R den_i)^2 / (n (n - 1))) / mean(den_i), with a t
-    quantile. The estimate is the figure the summary prints; when every task weighs the same
-    the interval is exactly the t interval of the per-task ratios. Tasks with a zero
-    denominator say nothing about the ratio and are left out."""
+    standard error is sqrt(sum (num_i - R den_i)^2 / (n (n - 1))) / mean(den_i), turned into
+    an effective sample size (`stats.effective_rate`). The estimate is the figure the summary
+    prints. Tasks with a zero denominator say nothing about the ratio and are left out."""
     sums = [
         (math.fsum(n for n, _ in pairs), math.fsum(d for _, d in pairs)) for pairs in parts.values()
     ]
     units = [(n, d) for n, d in sums if d > 0]
     if not units:
         return None
-    method = _method({task: pairs for task, pairs in parts.items() if pairs})
+    method = _several({task: pairs for task, pairs in parts.items() if pairs})
     k = len(units)
-    boundary = _boundary([n / d for n, d in units])
-    if boundary is not None:
-        return boundary
-    estimate = math.fsum(n for n, _ in units) / math.fsum(d for _, d in units)
-    if k == 1:
-        return Interval.of(stats.Interval(estimate, estimate, estimate, 1), method)
-    mean_den = math.fsum(d for _, d in units) / k
-    residuals = math.fsum((n - estimate * d) ** 2 for n, d in units)
-    half = stats.t95(k - 1) * math.sqrt(residuals / (k * (k - 1))) / mean_den
-    return Interval.of(_clip(stats.Interval(estimate, estimate - half, estimate + half, k)), method)
+    total = math.fsum(d for _, d in units)
+    estimate = math.fsum(n for n, _ in units) / total
+    se = 0.0
+    if k > 1:
+        residuals = math.fsum((n - estimate * d) ** 2 for n, d in units)
+        se = math.sqrt(residuals / (k * (k - 1))) / (total / k)
+    found = stats.effective_rate(estimate, se, max(1, k - 1), k)
+    return Interval.of(found, _method(method))
 
 
-def mean(values: Sequence[float], method: IntervalMethod = "t") -> Interval | None:
-    """The mean of per-task values in [0, 1] (pass@k of each task) with a t interval."""
-    boundary = _boundary(values)
-    if boundary is not None:
-        return boundary
-    found = stats.mean_interval(values)
-    return None if found is None else Interval.of(_clip(found), method)
+def mean(values: Sequence[float], clustered: bool = False) -> Interval | None:
+    """The mean of per-task values in [0, 1] (pass@k of each task) at its effective sample
+    size (`stats.effective_rate`)."""
+    if not values:
+        return None
+    n = len(values)
+    estimate = math.fsum(values) / n
+    se = 0.0
+    if n > 1:
+        se = math.sqrt(math.fsum((v - estimate) ** 2 for v in values) / (n - 1) / n)
+    found = stats.effective_rate(estimate, se, max(1, n - 1), n)
+    return Interval.of(found, _method(clustered))
 
 
-def difference(values: stats.Interval, method: IntervalMethod) -> Interval:
-    """A paired difference of rates, cut to [-1, 1]."""
-    return Interval.of(_clip(values, -1.0, 1.0), method)
+def paired(test: stats.PairedTest) -> Interval:
+    """A paired difference of rates (`stats.paired_rates`) as a record."""
+    method: IntervalMethod = "tango" if test.method == "tango" else "paired-t"
+    return Interval.of(test.difference, method)
+
+
+def geometric_mean(values: Sequence[float]) -> Interval | None:
+    """Geometric mean of speedups with its log-t interval; None below two or with no spread."""
+    found = stats.log_mean_interval(values)
+    return None if found is None else Interval.of(found, "log-t")
 
 
 def bounds(interval: Interval | None) -> str:
@@ -109,14 +108,19 @@ def show(interval: Interval | None, value: float | None = None) -> str:
     return f"{shown:.0%} {bounds(interval)}"
 
 
+def pp(x: float) -> str:
+    """A difference of rates in percentage points, signed: `+12 pp`."""
+    return f"{round(100 * x):+d} pp"
+
+
 def show_difference(interval: Interval) -> str:
-    """`+12 [+3, +21]`: a difference of rates in percentage points, `*` when small."""
+    """`+12 pp [+3, +21]`: a difference of rates in percentage points, `*` when small."""
     small = "*" if interval.small else ""
 
-    def pp(x: float) -> str:
+    def bound(x: float) -> str:
         return f"{round(100 * x):+d}"
 
-    return f"{pp(interval.estimate)} [{pp(interval.low)}, {pp(interval.high)}]{small}"
+    return f"{pp(interval.estimate)} [{bound(interval.low)}, {bound(interval.high)}]{small}"
 
 
 def any_small(found: Iterable[Interval | None]) -> bool:

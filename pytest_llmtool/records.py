@@ -18,16 +18,27 @@ from pydantic import BaseModel, Field, computed_field
 
 from pytest_llmtool import stats
 
-IntervalMethod = Literal["wilson", "t", "clustered-t"]
+IntervalMethod = Literal[
+    "wilson",
+    "t",
+    "clustered-t",
+    "wilson-cc",
+    "clustered-wilson-cc",
+    "tango",
+    "paired-t",
+    "log-t",
+]
 
 
 class Interval(BaseModel):
     """A 95% interval beside a rate or a difference (`stats.py`, `intervals.py`).
 
-    `method`: `wilson` for a pass rate over independent tasks, `t` for a mean over tasks (a
-    Student t quantile below 30), `clustered-t` for the same over tasks of several attempts
-    each (averaged per task first). `n` counts tasks, the independent units; `small` flags
-    fewer than 30, where the interval is wide."""
+    `method` (README, "Statistics"): `wilson-cc` for a rate over tasks (Wilson with
+    continuity correction, at the effective sample size of a mean of per-task values),
+    `clustered-wilson-cc` for the same over tasks of several attempts each (averaged per
+    task first), `tango` and `paired-t` for a paired difference of rates, `log-t` for a
+    geometric mean of ratios; `wilson`, `t`, `clustered-t` in older reports. `n` counts
+    tasks, the independent units; `small` flags fewer than 30, where the interval is wide."""
 
     estimate: float
     low: float
@@ -617,8 +628,12 @@ class Comparison(BaseModel):
     Per task, attempts are averaged (pass rate, score: the weighted check score of a bash
     task, the gates-passed ratio of a scenario); differences are `a - b`. McNemar counts a
     task as passed when most of its attempts passed. `a_only` lists the tasks `a` passes and
-    `b` fails, `b_only` the reverse. The verdict names a winner only when the pass-rate
-    interval excludes 0 and McNemar's p < 0.05 agree."""
+    `b` fails, `b_only` the reverse. One rule (README, "Statistics"): the verdict names a
+    winner when `test` (McNemar's score test with one attempt per task, else the paired t
+    test) gives p < 0.05; `mcnemar_p` holds that p (its name is older than the t test), and
+    `pass_difference` is the interval that test inverts, so it excludes 0 exactly then.
+    `tasks_to_detect`: about how many shared tasks would detect the difference seen at 80%
+    power (None when there is none)."""
 
     kind: str
     subject: Literal["model", "guidance", "tool_mode"]
@@ -633,6 +648,8 @@ class Comparison(BaseModel):
     a_only: list[str] = Field(default_factory=list)
     b_only: list[str] = Field(default_factory=list)
     mcnemar_p: float
+    test: str = "McNemar"
+    tasks_to_detect: int | None = None
     better: str | None = None
     verdict: str
 
@@ -743,8 +760,9 @@ class AgentRunSummary(BaseModel):
     them all. `accuracy` is resolved attempts over attempts, so it equals
     `mean_success_rate`; pass@k uses FC-Eval's ks (no k = 1) over tasks with at least k
     attempts. `cost_weighted_advantage` is `agent_advantage / mean_cost_per_task`, 0 when
-    the cost is 0. `mean_speedup_ci` is a 95% t interval over tasks (each task's attempts
-    averaged first, `clustered-t` with several), its estimate the mean of task means."""
+    the cost is 0. `mean_speedup_ci` is the 95% `log-t` interval of the geometric mean over
+    tasks (each task's attempts combined first), its estimate that geometric mean; None below
+    two tasks."""
 
     tasks: int
     attempts: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from pytest_llmtool import intervals
-from pytest_llmtool.records import EvalReport, IntervalMethod, ItemResult, TrialSummary
+from pytest_llmtool.records import EvalReport, ItemResult, TrialSummary
 from pytest_llmtool.stats import flaky, pass_at_k, pass_hat_k, pass_k, reported_ks
 
 
@@ -57,11 +57,11 @@ def trial_summaries(
 
 
 def _add_intervals(summary: TrialSummary, attempts: dict[str, list[bool]], k: int) -> None:
-    """A t interval over the per-task pass@k and pass^k values (tasks are the units)."""
+    """An interval over the per-task pass@k and pass^k values (tasks are the units)."""
     counted = [(len(a), sum(a)) for a in attempts.values() if len(a) >= k]
-    method: IntervalMethod = "clustered-t" if any(n > 1 for n, _ in counted) else "t"
-    at_k = intervals.mean([pass_at_k(n, c, k) for n, c in counted], method)
-    hat_k = intervals.mean([pass_hat_k(n, c, k) for n, c in counted], method)
+    clustered = any(n > 1 for n, _ in counted)
+    at_k = intervals.mean([pass_at_k(n, c, k) for n, c in counted], clustered)
+    hat_k = intervals.mean([pass_hat_k(n, c, k) for n, c in counted], clustered)
     if at_k is not None and hat_k is not None:
         summary.pass_at_k_ci[k], summary.pass_hat_k_ci[k] = at_k, hat_k
 

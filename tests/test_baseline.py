@@ -40,37 +40,35 @@ def _rows(passed: list[bool | None], model: str = "m", trial: int = 0) -> list[O
 def test_a_drop_within_noise_is_no_detectable_change() -> None:
     # 10 tasks, all passed before; now t0, t1, t2 fail.
     change = compare_model(_rows([False] * 3 + [True] * 7), _rows([True] * 10), "m")
-    # d = three -1 and seven 0: mean -0.3, sd = sqrt((3 - 10 * 0.09) / 9) = 0.48305,
-    # SE = 0.48305 / sqrt(10) = 0.15275; t(9) = 2.262157: half-width 0.34555.
+    # McNemar's score test: 3 pass -> fail, 0 fail -> pass: z = -sqrt 3, p = .08326; the
+    # interval is Tango's, the one that test inverts, so it holds 0 too.
     interval = change.pass_rate_change
     assert interval is not None
-    assert (interval.estimate, interval.low, interval.high, interval.n) == pytest.approx(
-        (-0.3, -0.64555, 0.04555, 10), abs=1e-4
-    )
-    assert interval.method == "t"
-    # McNemar: 3 pass -> fail, 0 fail -> pass: p = 2 * (1/2)^3 = 0.25.
-    assert change.mcnemar_p == pytest.approx(0.25)
+    assert (interval.estimate, interval.n, interval.method) == (-0.3, 10, "tango")
+    assert interval.low < 0 < interval.high
+    assert change.mcnemar_p == pytest.approx(0.0832645, abs=1e-6)
     assert change.worse == ["d.jsonl::t0[m]", "d.jsonl::t1[m]", "d.jsonl::t2[m]"]
     assert change.better == []
-    # Detectable: (1.95996 + 0.84162) * SE = 2.80158 * 0.15275 = 0.42795.
-    assert change.detectable_change == pytest.approx(0.42795, abs=1e-4)
+    # Detectable: (1.95996 + 0.84162) · SE, SE read off the interval's width.
+    se = (interval.high - interval.low) / 2 / 2.262157
+    assert change.detectable_change == pytest.approx(2.80158 * se, abs=1e-4)
     assert (change.baseline_pass_rate, change.current_pass_rate) == (1.0, 0.7)
     assert not change.regressed
-    assert change.verdict.startswith("no detectable change (pass rate -30.0%")
+    # psi = .3, d = .3: (1.96·sqrt .3 + .841621·sqrt(.3 - .09))^2 / .09 = 23.7
+    assert change.verdict == (
+        "no detectable change: McNemar p = 0.083 with 10 shared tasks; about 24 would detect -30 pp"
+    )
 
 
 def test_a_real_drop_is_a_regression() -> None:
-    # 30 tasks, all passed before; now 8 fail.
+    # 30 tasks, all passed before; now 8 fail: z = -sqrt 8, p = .004678.
     change = compare_model(_rows([False] * 8 + [True] * 22), _rows([True] * 30), "m")
-    # d: mean -8/30 = -0.26667, sd = sqrt((8 - 30 * 0.071111) / 29) = 0.44978,
-    # SE = 0.082118; t(29) = 2.045230: CI -0.26667 +- 0.16795 = [-0.43462, -0.09872] < 0.
     interval = change.pass_rate_change
     assert interval is not None
-    assert (interval.low, interval.high) == pytest.approx((-0.43462, -0.09872), abs=1e-4)
-    # McNemar: 8 vs 0: p = 2 * (1/2)^8 = 0.0078125.
-    assert change.mcnemar_p == pytest.approx(0.0078125)
+    assert interval.high < 0 and interval.low > -1
+    assert change.mcnemar_p == pytest.approx(0.0046777, abs=1e-6)
     assert change.regressed
-    assert change.verdict.startswith("regression: pass rate -26.7% (95% CI -43.5% to -9.9%)")
+    assert change.verdict == "regression: -27 pp, McNemar p = 0.0047 with 30 shared tasks"
 
 
 def test_flips_both_ways_are_noise_even_when_the_estimate_fell() -> None:
@@ -78,13 +76,11 @@ def test_flips_both_ways_are_noise_even_when_the_estimate_fell() -> None:
     before = _rows([True] * 3 + [False] + [True] * 43)
     after = _rows([False] * 3 + [True] + [True] * 43)
     change = compare_model(after, before, "m")
-    # McNemar 3 vs 1: p = 2 * (C(4,0) + C(4,1)) / 16 = 0.625.
-    assert change.mcnemar_p == pytest.approx(0.625)
-    # mean -2/47 = -0.042553; sd = sqrt((4 - 47 * 0.0018108) / 46) = 0.29173; SE = 0.042553;
-    # n = 47 uses z = 1.95996: CI [-0.12596, 0.04085] holds 0.
+    # McNemar 3 vs 1: z = -2/sqrt 4 = -1, p = .3173.
+    assert change.mcnemar_p == pytest.approx(0.3173105, abs=1e-6)
     interval = change.pass_rate_change
     assert interval is not None
-    assert (interval.low, interval.high) == pytest.approx((-0.12596, 0.04085), abs=1e-4)
+    assert interval.low < 0 < interval.high
     assert not change.regressed
     assert (len(change.worse), len(change.better)) == (3, 1)
 
@@ -109,15 +105,19 @@ def test_trials_are_averaged_per_task_and_skip_mcnemar() -> None:
     before = _rows([True, True], trial=0) + _rows([True, True], trial=1)
     change = compare_model(now, before, "m")
     # Task means: t0 0.5 - 1 = -0.5, t1 0 - 1 = -1: mean -0.75, sd 0.35355, SE 0.25,
-    # t(1) = 12.706205: CI [-3.9266, 2.4266].
+    # t(1) = 12.706205: [-3.9266, 2.4266] is what a rate change cannot be (the issue's
+    # "-60.0% [-128.0%, +8.0%]"): cut to [-1, 1]. The paired t test: t = -3, p = .2048.
     interval = change.pass_rate_change
     assert interval is not None
-    assert interval.method == "clustered-t"
-    assert (interval.estimate, interval.low, interval.high) == pytest.approx(
-        (-0.75, -3.92655, 2.42655), abs=1e-4
-    )
-    assert change.mcnemar_p is None
+    assert interval.method == "paired-t"
+    assert (interval.estimate, interval.low, interval.high) == (-0.75, -1.0, 1.0)
+    assert change.mcnemar_p == pytest.approx(0.2048328, abs=1e-6)
     assert not change.regressed
+    # (t95(n - 1) + .841621) · .35355 / sqrt(n) <= .75 first at n = 4: (3.182 + .842) ·
+    # .17678 = .711, while n = 3 gives (4.303 + .842) · .20412 = 1.050.
+    assert change.verdict == (
+        "no detectable change: paired t p = 0.2 with 2 shared tasks; about 4 would detect -75 pp"
+    )
 
 
 def test_models_missing_from_the_baseline_are_named() -> None:
@@ -126,7 +126,9 @@ def test_models_missing_from_the_baseline_are_named() -> None:
     )
     assert [c.model for c in comparison.models] == ["m"]
     assert comparison.unmatched == ["x"]
-    assert verdict(comparison) == "no detectable change: m +0.0% over 1 tasks"
+    assert verdict(comparison) == (
+        "no detectable change: m: McNemar p = 1 with 1 shared task; no change seen"
+    )
 
 
 # --------------------------------------------------------------------------- end to end
@@ -156,8 +158,9 @@ def test_noise_passes_the_gate_with_failing_tasks(pytester: pytest.Pytester) -> 
         [
             "*= llmtool baseline =*",
             "baseline: last (history run 1)",
-            "oracle*47*93.6%*93.6%*+0.0%*1*3*3*no detectable change",
-            "llmtool gate: no detectable change: oracle +0.0% over 47 tasks (exit status 0)",
+            "oracle*47*93.6%*93.6%*+0 pp [[]-*, +*[]]*1*3*3*no detectable change: McNemar p = 1*",
+            "llmtool gate: no detectable change: oracle: McNemar p = 1 with 47 shared tasks; "
+            "no change seen (exit status 0)",
             "*3 failed, 44 passed*",
         ],
         consecutive=False,
@@ -178,7 +181,7 @@ def test_a_real_drop_fails_the_gate_with_its_own_exit_status(pytester: pytest.Py
     # The reason is the last section, after pytest's short summary; then the stats line.
     tail = result.stdout.lines[-3:]
     assert tail[0].startswith("oracle worse (pass -> fail): tasks.jsonl::")
-    assert tail[1].startswith("llmtool gate: oracle: regression: pass rate -25.5% (95% CI")
+    assert tail[1].startswith("llmtool gate: oracle: regression: -26 pp, McNemar p = 0.00053 ")
     assert tail[1].endswith("(exit status 6)")
     assert "12 failed, 35 passed" in tail[2]
     report = read_report(pytester)
@@ -188,11 +191,11 @@ def test_a_real_drop_fails_the_gate_with_its_own_exit_status(pytester: pytest.Py
     assert (baseline["regressed"], baseline["gate"]) == (True, True)
     (change,) = baseline["models"]
     assert (change["tasks"], len(change["worse"]), change["better"]) == (47, 12, [])
-    # McNemar 12 vs 0: p = 2 / 2^12.
-    assert change["mcnemar_p"] == pytest.approx(2 / 4096)
+    # McNemar 12 vs 0: z = -sqrt 12, p = .000532.
+    assert change["mcnemar_p"] == pytest.approx(0.00053200, rel=1e-4)
     markdown = (pytester.path / "out" / "report.md").read_text()
     assert "## Baseline" in markdown
-    assert "**Verdict:** oracle: regression: pass rate -25.5%" in markdown
+    assert "**Verdict:** oracle: regression: -26 pp, McNemar p = 0.00053" in markdown
 
 
 def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
@@ -203,7 +206,7 @@ def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
     _examples(pytester, broken=frozenset(range(12)))
     result = _run(pytester, "--llm-baseline=1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["baseline: 1 (history run 1)", "oracle*REGRESSION"])
+    result.stdout.fnmatch_lines(["baseline: 1 (history run 1)", "oracle*REGRESSION: -26 pp*"])
     result.stdout.no_fnmatch_line("llmtool gate:*")
 
 

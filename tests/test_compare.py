@@ -1,8 +1,9 @@
 """Models side by side (`compare.py`): paired comparisons, their verdicts, guidance documents
 and the cross-model diagnostics, by hand and end to end through the offline agents.
 
-McNemar's exact p = min(1, 2·P[X <= min(a_only, b_only)]), X ~ Binomial(a_only + b_only, 1/2):
-6 flips one way and none back give 2 · (1/2)^6 = 1/32 = .03125; 5 give 2/32 = .0625.
+One attempt per task: McNemar's score test, z = (a_only - b_only) / sqrt(a_only + b_only), p =
+erfc(|z| / sqrt 2), and Tango's interval, which excludes 0 exactly when p < 0.05: 6 flips one
+way give z = sqrt 6 = 2.449, p = .0143; 3 give z = 1.732, p = .0833.
 """
 
 from __future__ import annotations
@@ -33,20 +34,43 @@ def test_six_flips_one_way_make_a_verdict() -> None:
     assert c is not None
     assert (c.tasks, c.a_pass_rate, c.b_pass_rate) == (6, 1.0, 0.0)
     assert c.a_only == [f"t{i}" for i in range(6)] and c.b_only == []
-    assert c.mcnemar_p == pytest.approx(1 / 32)
-    assert (c.pass_difference.estimate, c.pass_difference.method) == (1.0, "t")
-    assert (c.better, c.verdict) == ("A", "A better than B")
+    assert c.mcnemar_p == pytest.approx(0.0143059, abs=1e-6)
+    assert (c.pass_difference.estimate, c.pass_difference.method) == (1.0, "tango")
+    # never the point [1, 1] a t interval of six equal differences has
+    assert c.pass_difference.low == pytest.approx(0.21933, abs=1e-4)
+    assert c.pass_difference.high == 1.0
+    assert (c.better, c.test) == ("A", "McNemar")
+    assert c.verdict == "A better than B: +100 pp, McNemar p = 0.014 with 6 shared tasks"
 
 
-def test_five_flips_are_not_enough_even_with_an_interval_of_no_width() -> None:
-    # Every difference is 1: the t interval is [1, 1], but McNemar's p is 2/32 = .0625.
-    units = {f"t{i}": [True] for i in range(5)}
-    sides = by_side(_attempts("A", units) + _attempts("B", {u: [False] for u in units}))
+@pytest.mark.parametrize("flips", range(1, 8))
+def test_the_printed_interval_and_the_verdict_never_disagree(flips: int) -> None:
+    # The issue's case: "+80 [+24, +100]* ... p 0.12 no detectable difference". Whatever the
+    # count, an interval excluding 0 goes with a verdict, and one containing 0 with none.
+    units = {f"t{i}": [True] for i in range(flips)}
+    b_side = {u: [False] for u in units} | {"same": [True]}
+    sides = by_side(_attempts("A", units | {"same": [True]}) + _attempts("B", b_side))
     c = compare("bash", "model", "A", "B", sides)
     assert c is not None
-    assert c.pass_difference.excludes_zero()
-    assert c.mcnemar_p == pytest.approx(0.0625)
-    assert (c.better, c.verdict) == (None, "no detectable difference")
+    assert c.pass_difference.excludes_zero() == (c.better is not None) == (c.mcnemar_p < 0.05)
+
+
+def test_three_flips_are_not_enough_and_the_verdict_says_why() -> None:
+    units = {f"t{i}": [True] for i in range(3)}
+    same = {f"s{i}": [True] for i in range(2)}
+    sides = by_side(
+        _attempts("A", units | same) + _attempts("B", {u: [False] for u in units} | same)
+    )
+    c = compare("bash", "model", "A", "B", sides)
+    assert c is not None
+    assert not c.pass_difference.excludes_zero()
+    assert c.mcnemar_p == pytest.approx(0.0832645, abs=1e-6)
+    # psi = .6, d = .6: (1.96·sqrt .6 + .841621·sqrt(.6 - .36))^2 / .36 = 10.35
+    assert (c.better, c.tasks_to_detect) == (None, 11)
+    assert c.verdict == (
+        "no detectable difference: McNemar p = 0.083 with 5 shared tasks; "
+        "about 11 would detect +60 pp"
+    )
 
 
 def test_b_better_and_only_shared_tasks_are_paired() -> None:
@@ -57,15 +81,16 @@ def test_b_better_and_only_shared_tasks_are_paired() -> None:
     )
     c = compare("bash", "model", "A", "B", sides)
     assert c is not None
-    # 7 shared tasks, all B only: p = 2 · (1/2)^7 = 1/64
-    assert (c.tasks, len(c.b_only), c.mcnemar_p) == (7, 7, pytest.approx(1 / 64))
-    assert c.verdict == "B better than A"
+    # 7 shared tasks, all B only: z = -sqrt 7, p = .00815
+    assert (c.tasks, len(c.b_only), c.mcnemar_p) == (7, 7, pytest.approx(0.0081510, abs=1e-6))
+    assert c.verdict == "B better than A: -100 pp, McNemar p = 0.0082 with 7 shared tasks"
     assert compare("bash", "model", "A", "C", sides) is None
 
 
 def test_trials_pair_mean_pass_rates_and_flip_by_majority() -> None:
     # x: A 2/2, B 1/2 (a tie fails): a flip; y: A 1/2, B 0/2: both fail, no flip.
-    # Per-task differences 1 - .5 = .5 and .5 - 0 = .5: mean .5 (no spread: [.5, .5]).
+    # Per-task differences 1 - .5 = .5 and .5 - 0 = .5: mean .5, no spread, so no t test;
+    # the majority outcomes (one flip, x) decide: Tango and McNemar over 2 tasks.
     sides = by_side(
         _attempts("A", {"x": [True, True], "y": [True, False]})
         + _attempts("B", {"x": [True, False], "y": [False, False]})
@@ -73,9 +98,26 @@ def test_trials_pair_mean_pass_rates_and_flip_by_majority() -> None:
     c = compare("bash", "model", "A", "B", sides)
     assert c is not None
     assert (c.a_pass_rate, c.b_pass_rate) == (0.75, 0.25)
-    assert (c.pass_difference.estimate, c.pass_difference.method) == (0.5, "clustered-t")
-    assert (c.a_only, c.b_only, c.mcnemar_p) == (["x"], [], 1.0)
-    assert c.verdict == "no detectable difference"
+    assert (c.pass_difference.estimate, c.pass_difference.method) == (0.5, "tango")
+    assert c.pass_difference.low < 0 < c.pass_difference.high
+    assert (c.a_only, c.b_only, c.mcnemar_p) == (["x"], [], pytest.approx(0.3173105))
+    assert c.verdict.startswith("no detectable difference: McNemar p = 0.32 with 2 shared")
+
+
+def test_trials_with_spread_use_the_paired_t_test() -> None:
+    # x: A 2/2, B 0/2 (diff 1); y: A 1/2, B 1/2 (0); z: A 2/2, B 1/2 (.5): mean .5, sd .5,
+    # t = .5 / (.5/sqrt 3) = 1.732 on 2 df: p = .2254; half = 4.302653 · .288675 = 1.24207.
+    sides = by_side(
+        _attempts("A", {"x": [True, True], "y": [True, False], "z": [True, True]})
+        + _attempts("B", {"x": [False, False], "y": [False, True], "z": [True, False]})
+    )
+    c = compare("bash", "model", "A", "B", sides)
+    assert c is not None
+    assert (c.pass_difference.method, c.test) == ("paired-t", "paired t")
+    assert c.mcnemar_p == pytest.approx(0.2254, abs=1e-4)
+    assert c.pass_difference.low == pytest.approx(0.5 - 1.24207, abs=1e-4)
+    assert c.pass_difference.high == 1.0  # 1.742 cut to what a difference of rates can be
+    assert c.verdict.startswith("no detectable difference: paired t p = 0.23 with 3 shared")
 
 
 def test_the_score_difference_is_paired_too() -> None:
@@ -155,13 +197,11 @@ def test_two_models_compared_with_the_flipped_tasks_and_diagnosed(
         7,
     )
     assert (c["a_only"], c["b_only"]) == (wins, [])
-    # 6 flips one way: p = 1/32; pass rates 6/7 and 0/7
-    assert c["mcnemar_p"] == pytest.approx(1 / 32)
+    # 6 flips one way: p = .0143; pass rates 6/7 and 0/7; Tango's interval
+    assert c["mcnemar_p"] == pytest.approx(0.0143059, abs=1e-6)
     assert (c["a_pass_rate"], c["b_pass_rate"]) == (pytest.approx(6 / 7), 0.0)
-    # differences 1 (six times) and 0: mean 6/7, sd = sqrt(6/7 · 1/7 · 7/6) = .37796,
-    # half = t95(6) · .37796 / sqrt(7) = 2.446912 · .14286 = .34956.
-    assert c["pass_difference"]["low"] == pytest.approx(6 / 7 - 0.34956, abs=1e-4)
-    assert c["verdict"] == "oracle better than nop"
+    assert c["pass_difference"]["low"] == pytest.approx(0.19910, abs=1e-4)
+    assert c["verdict"] == "oracle better than nop: +86 pp, McNemar p = 0.014 with 7 shared tasks"
     diagnosed = report["diagnostics"]["bash"]
     assert diagnosed["models"] == ["oracle", "nop"]
     assert diagnosed["failed_by_all"] == ["data.jsonl::broken"]
@@ -174,7 +214,7 @@ def test_two_models_compared_with_the_flipped_tasks_and_diagnosed(
         [
             "Comparisons (paired over the tasks both ran; a - b):",
             "Kind*Compared*Tasks*Pass a/b*Pass diff (pp)*Score diff (pp)*Flips a/b*p*Verdict",
-            "bash*oracle vs nop*7*86%/0%*+86 [[]+51, +100[]][*]*6/0*0.031*oracle better than nop",
+            "bash*oracle vs nop*7*86%/0%*+86 pp [[]+20, +97[]][*]*6/0*0.014*oracle better *",
             "[*] n < 30: wide interval",
             # The terminal names five tasks; report.md and report.json list them all.
             "  [[]bash[]] oracle passes, nop fails: " + shown,
@@ -214,13 +254,21 @@ def test_guidance_documents_are_compared_per_model(
         "v1.md",
         "v2.md",
     )
-    # one scenario: v2 passes, v1 fails; p = 2 · P[X <= 0 | 1] = 1; gates 3/4 against 4/4
+    # one scenario: v2 passes, v1 fails; z = -1, p = .3173; gates 3/4 against 4/4. The
+    # issue's "-100 [-100, -100]* ... no detectable difference": an interval, not a point,
+    # and the verdict says why (psi = 1, d = -1: 1.96² = 3.84, so about 4 tasks).
     assert (c["tasks"], c["a_only"], c["b_only"]) == (1, [], ["scenario.yaml::add_notes"])
-    assert (c["mcnemar_p"], c["verdict"]) == (1.0, "no detectable difference")
+    assert c["mcnemar_p"] == pytest.approx(0.3173105)
+    assert c["verdict"] == (
+        "no detectable difference: McNemar p = 0.32 with 1 shared task; "
+        "about 4 would detect -100 pp"
+    )
+    assert c["pass_difference"]["low"] == -1.0 and c["pass_difference"]["high"] > 0
     assert c["score_difference"]["estimate"] == pytest.approx(3 / 4 - 1)
     result.stdout.fnmatch_lines(
         [
-            "scenario guidance*v1.md vs v2.md [[]oracle[]]*1*0%/100%*no detectable difference",
+            "scenario guidance*v1.md vs v2.md [[]oracle[]]*1*0%/100%*-100 pp [[]-100, +*"
+            "no detectable difference: McNemar p = 0.32 *",
             "  [[]scenario, oracle[]] v2.md passes, v1.md fails: scenario.yaml::add_notes",
         ]
     )

@@ -317,20 +317,21 @@ def test_run_summary_without_advantage_or_attempts() -> None:
 
 
 def test_mean_speedup_interval_is_over_tasks() -> None:
-    # one attempt per task: t interval over 2.0, 2.2, 2.4 -> mean 2.2, sd 0.2,
-    # se 0.2 / sqrt(3) = 0.115470, half 4.302653 * 0.115470 = 0.496828
+    # one attempt per task: a t interval on the logs of 2.0, 2.2, 2.4 (mean .786019, sd
+    # .091161, half 4.302653 · .091161 / sqrt 3 = .226454), exponentiated: the geometric mean
+    # 2.1939 in [1.7492, 2.7517], never below 0 (the "26.62x [0.00, 76.45]").
     one = {f"t{i}": [_payload(True, s, 0.0, (1, 1), 0.0, 1)] for i, s in enumerate((2.0, 2.2, 2.4))}
     ci = metrics.agent_run_summary(one).mean_speedup_ci
-    assert ci is not None and (ci.method, ci.n, ci.small) == ("t", 3, True)
-    assert (ci.estimate, ci.low, ci.high) == pytest.approx((2.2, 1.703172, 2.696828), abs=1e-6)
-    # attempts averaged per task first (None skipped): t1 (2 + 1) / 2 = 1.5, t2 4 -> 2.75;
-    # sd sqrt(1.25² + 1.25²) = 1.767767, se 1.25, half 12.706205 * 1.25 = 15.882756,
-    # the low end cut at 0
+    assert ci is not None and (ci.method, ci.n, ci.small) == ("log-t", 3, True)
+    assert (ci.estimate, ci.low, ci.high) == pytest.approx((2.19392, 1.74920, 2.75172), abs=1e-4)
+    # attempts combined per task first (None skipped): t1 sqrt(2 · 1) = 1.414214, t2 4;
+    # logs .346574, 1.386294: half 12.706205 · .519860 = 6.605449, so [.0032, 1757]: wide,
+    # and above 0
     a = [_payload(True, s, 0.0, (1, 1), 0.0, 1) for s in (2.0, 1.0, None, 4.0)]
     ci = metrics.agent_run_summary({"t1": a[:2], "t2": a[2:]}).mean_speedup_ci
-    assert ci is not None and (ci.method, ci.n) == ("clustered-t", 2)
-    assert (ci.estimate, ci.low, ci.high) == pytest.approx((2.75, 0.0, 18.632756), abs=1e-6)
-    # one task: the point itself; no speedup at all: no interval
-    ci = metrics.agent_run_summary({"t": a[:1]}).mean_speedup_ci
-    assert ci is not None and (ci.low, ci.high, ci.n) == (2.0, 2.0, 1)
+    assert ci is not None and (ci.method, ci.n) == ("log-t", 2)
+    assert ci.estimate == pytest.approx(math.sqrt(math.sqrt(2) * 4))
+    assert 0 < ci.low < 0.01 and ci.high > 1000
+    # one task: no interval rather than the point [2, 2]; no speedup at all: none either
+    assert metrics.agent_run_summary({"t": a[:1]}).mean_speedup_ci is None
     assert metrics.agent_run_summary({"t": a[2:3]}).mean_speedup_ci is None

@@ -546,11 +546,13 @@ def test_oracle_passes_the_examples_in_both_modes(pytester: pytest.Pytester) -> 
     assert oracle["scripted"]["mock_calls"] == oracle["baseline"]["mock_calls"] == 9
     assert oracle["scripted"]["total_tool_calls"] < oracle["baseline"]["total_tool_calls"]
     assert oracle["scripted"]["help_calls"] == oracle["scripted"]["discover_calls"] == 1
-    assert oracle["baseline"]["pass_rate_ci"]["method"] == "wilson"
+    assert oracle["baseline"]["pass_rate_ci"]["method"] == "wilson-cc"
     by_subject = {(c["subject"], c["model"]): c for c in report["comparisons"]}
     mode = by_subject["tool_mode", "oracle"]
     assert (mode["a"], mode["b"], mode["tasks"]) == ("scripted", "baseline", 4)
-    assert mode["verdict"] == "no detectable difference"
+    assert mode["verdict"] == (
+        "no detectable difference: McNemar p = 1 with 4 shared tasks; no change seen"
+    )
     # Models pair a task's scripted item with the other model's scripted item.
     models = by_subject["model", None]
     assert models["tasks"] == 8

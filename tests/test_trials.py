@@ -139,17 +139,18 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
     ]
     # "ok" was scored once: it counts for pass@1 only. pass@1 = mean(1/2, 1);
     # pass@2 over the flaky task alone = 1 - C(1,2)/C(2,2) = 1, pass^2 = C(1,2)/C(2,2) = 0.
-    # pass@1's interval over 2 tasks is cut to [0, 1]; pass@2's, one task at 1, is Wilson's
-    # for 1/1: [21%, 100%].
+    # pass@1's interval over 2 tasks (a t interval would run past 0 and 1) is Wilson's with
+    # continuity correction at the effective size, at least one: [1%, 98%]; pass@2's, one
+    # task at 1, is that for 1/1: [5%, 100%], never the point [100%, 100%].
     assert lines[2].split() == [
         "bash",
         "haiku",
         "2",
         "2/3",
         "75%",
-        "[0\u2013100%]*",
+        "[1\u201398%]*",
         "100%",
-        "[21\u2013100%]*",
+        "[5\u2013100%]*",
         "0.0%",
         "1",
     ]
@@ -159,7 +160,7 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
     markdown = markdown_report(report, [])
     assert "## Trials" in markdown
     assert (
-        "| bash | haiku | 2 | 2/3 | 75% \\[0\u2013100%\\]* | 100% \\[21\u2013100%\\]* | 0.0% | 1 |"
+        "| bash | haiku | 2 | 2/3 | 75% \\[1\u201398%\\]* | 100% \\[5\u2013100%\\]* | 0.0% | 1 |"
         in markdown
     )
     # the name appears once, in a code span (never HTML) that its backtick cannot close
@@ -427,7 +428,7 @@ def test_an_errored_attempt_is_not_scored_and_its_task_leaves_the_larger_k(
     assert summary["tasks_at_k"] == {"1": 1}
     result.stdout.fnmatch_lines(
         [
-            "bash  haiku      1     1/1  100% [21\u2013100%]*       -       -      0",
+            "bash  haiku      1     1/1  100% [5\u2013100%]*       -       -      0",
             "  pass@2 and pass^2 of haiku (bash) count 0 of 1 tasks: *",
         ]
     )

@@ -412,11 +412,15 @@ def _pass_at_k(report: EvalReport, palette: _Palette) -> Figure | None:
 
 
 def _speedups(report: EvalReport, palette: _Palette) -> Figure | None:
-    """Did the agents make the code faster: mean speedup per agent against 1x (unchanged),
-    on a log scale once the values span a factor of 4 (a speedup is a ratio). A lower bound
-    at or below 0 is drawn to the axis' edge."""
+    """Did the agents make the code faster: the typical speedup per agent against 1x
+    (unchanged), on a log scale once the values span a factor of 4 (a speedup is a ratio).
+    With an interval the point is its estimate, the geometric mean over tasks (`log-t`,
+    always above 0, so the whisker stays on the axis); without one, the mean speedup."""
     by_agent = report.optimization.by_agent if report.optimization else {}
-    agents = [(a, s.mean_speedup, s.mean_speedup_ci) for a, s in sorted(by_agent.items())]
+    agents = [
+        (a, s.mean_speedup_ci.estimate if s.mean_speedup_ci else s.mean_speedup, s.mean_speedup_ci)
+        for a, s in sorted(by_agent.items())
+    ]
     shown = [(a, v, i) for a, v, i in agents if v is not None and v > 0]
     if not shown:
         return None

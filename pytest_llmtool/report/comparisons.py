@@ -3,6 +3,7 @@ and `report.md` share (`compare.py` computes them)."""
 
 from __future__ import annotations
 
+from pytest_llmtool import stats
 from pytest_llmtool.intervals import any_small, show_difference
 from pytest_llmtool.records import Comparison, EvalReport
 
@@ -13,7 +14,8 @@ def _compared(c: Comparison) -> str:
 
 def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     """One row per pair: pass rates over the shared tasks, the paired differences (a - b, in
-    percentage points), the flipped tasks (a only / b only), McNemar's p and the verdict."""
+    percentage points), the flipped tasks (a only / b only), the p of the test that decided
+    (McNemar's, or the paired t test with several attempts) and the verdict with its numbers."""
     headers = [
         "Kind",
         "Compared",
@@ -42,6 +44,24 @@ def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         for c in report.comparisons
     ]
     return headers, rows
+
+
+def multiplicity_note(report: EvalReport) -> str | None:
+    """With several pairs, how many of their differences survive Holm's correction: each
+    verdict tests its own pair at 5%, so among many pairs one may differ by chance."""
+    found = report.comparisons
+    if len(found) < 2:
+        return None
+    adjusted = stats.holm([c.mcnemar_p for c in found])
+    differ = [c for c in found if c.better is not None]
+    kept = [_compared(c) for c, p in zip(found, adjusted, strict=True) if p < stats.ALPHA]
+    said = f"Each verdict tests its own pair at 5%; across these {len(found)} pairs"
+    if not differ:
+        return f"{said} none differs, so a correction for their number changes nothing."
+    return (
+        f"{said}, Holm's correction (5% for the family) keeps {len(kept)} of the "
+        f"{len(differ)} differences" + (f": {', '.join(kept)}." if kept else ".")
+    )
 
 
 def comparisons_small(report: EvalReport) -> bool:

@@ -20,6 +20,7 @@ from pytest_llmtool.report.comparisons import (
     comparisons_small,
     diagnostic_findings,
     flips,
+    multiplicity_note,
 )
 from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
@@ -132,6 +133,8 @@ def _comparison_lines(report: EvalReport) -> list[str]:
         lines += table(*comparison_rows(report))
         if comparisons_small(report):
             lines += ["", markdown_note(SMALL_NOTE)]
+        if note := multiplicity_note(report):
+            lines += ["", text(note)]
         for said, tasks in flips(report):
             lines += ["", f"{text(said)}:", "", *(f"- {code(task)}" for task in tasks)]
         lines += [""]

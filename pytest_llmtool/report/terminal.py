@@ -12,6 +12,7 @@ from pytest_llmtool.report.comparisons import (
     comparisons_small,
     diagnostic_findings,
     flips,
+    multiplicity_note,
 )
 from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
 
@@ -55,6 +56,7 @@ def comparison_lines(report: EvalReport) -> list[str]:
         lines += ["Comparisons (paired over the tasks both ran; a - b):"]
         lines += format_table(*comparison_rows(report))
         lines += [SMALL_NOTE] if comparisons_small(report) else []
+        lines += [note] if (note := multiplicity_note(report)) else []
         lines += [f"  {said}: {_few(tasks)}" for said, tasks in flips(report)]
     findings = diagnostic_findings(report)
     if findings:

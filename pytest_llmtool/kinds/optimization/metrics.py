@@ -15,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_llmtool import stats
+from pytest_llmtool import intervals, stats
 from pytest_llmtool.records import (
     AgentRunSummary,
     AgentTaskMetrics,
     BenchmarkSpeedup,
     Interval,
-    IntervalMethod,
     OptimizationRunSummary,
     PytestSummary,
     SnapshotSummary,
@@ -172,7 +171,8 @@ def speedup_interval(nop: Sequence[float], agent: Sequence[float]) -> SpeedupInt
     distinct resamples and comes out too narrow; the t interval is exact for log-normal
     times, deterministic and needs no seed."""
     log_ratio = _log_ratio(nop, agent)
-    return None if log_ratio is None else _interval(log_ratio)
+    # Rounds that all took the same time have no spread to measure: no interval, not a point.
+    return None if log_ratio is None or log_ratio.se == 0 else _interval(log_ratio)
 
 
 def task_speedup_interval(
@@ -303,21 +303,21 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def mean_speedup_interval(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) -> Interval | None:
-    """95% t interval of the mean speedup with the task as the unit: each task's attempts with
-    a speedup are averaged first (attempts of one task are not independent), and the interval
-    is over those task means (`clustered-t` once a task has several). Its estimate is the
-    mean of task means, which equals `mean_speedup` (a mean over attempts) when every task
-    has as many attempts with a speedup. The low end is cut at 0; None with no speedup."""
-    per_task = {
-        task: [m.task_speedup for m in ms if m.task_speedup is not None]
-        for task, ms in attempts.items()
-    }
-    found = stats.clustered_mean_interval(per_task)
-    if found is None:
+    """95% interval of the typical speedup with the task as the unit: each task's attempts
+    with a speedup are combined first (their geometric mean: attempts of one task are not
+    independent), and the interval is a t interval on the logs of those task values,
+    exponentiated back (`log-t`): its estimate is the geometric mean over tasks, it never
+    reaches 0 and is as asymmetric as a ratio's. None below two tasks, with no spread, or
+    with a speedup that is not positive (README, "Statistics")."""
+    per_task = [
+        [m.task_speedup for m in ms if m.task_speedup is not None] for ms in attempts.values()
+    ]
+    values = [s for s in per_task if s]
+    if any(v <= 0 for s in values for v in s):
         return None
-    method: IntervalMethod = "clustered-t" if any(len(s) > 1 for s in per_task.values()) else "t"
-    clipped = stats.Interval(found.estimate, max(0.0, found.low), found.high, found.n)
-    return Interval.of(clipped, method)
+    return intervals.geometric_mean(
+        [math.exp(math.fsum(math.log(v) for v in s) / len(s)) for s in values]
+    )
 
 
 def agent_run_summary(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) -> AgentRunSummary:

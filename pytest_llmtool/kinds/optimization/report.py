@@ -36,6 +36,8 @@ def _x(value: float | None, ci: SpeedupInterval | Interval | None = None) -> str
     if value is None:
         return "-"
     small = "*" if isinstance(ci, Interval) and ci.small else ""
+    if isinstance(ci, Interval) and ci.method == "log-t":  # the interval of the geometric mean
+        return f"{value:.2f}x (geo {ci.estimate:.2f}x [{ci.low:.2f}, {ci.high:.2f}]{small})"
     return f"{value:.2f}x" + (f" [{ci.low:.2f}, {ci.high:.2f}]{small}" if ci else "")
 
 
