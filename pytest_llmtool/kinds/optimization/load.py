@@ -24,6 +24,7 @@ from pytest_llmtool.safe_yaml import (
     read_yaml_file,
     schema_problems,
 )
+from pytest_llmtool.sandbox.limits import limit_problems, task_limits
 from pytest_llmtool.untrusted import nonprinting, shorten
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
@@ -85,6 +86,7 @@ class OptimizationTask(_Model):
     snapshot: str | None = None
     timeouts: Timeouts = Timeouts()
     min_speedup: float = 1.0
+    limits: dict[str, int] = Field(default_factory=dict)  # `sandbox/limits.py`
 
     @property
     def id(self) -> str:
@@ -118,6 +120,7 @@ def _problems(data: Any, base: Path) -> list[str]:
         ]
         if (problem := nonprinting(value))
     ]
+    problems += limit_problems(task.get("limits", {}), "optimization.limits")
     found = _inside(base, task["project"], "optimization.project", want_dir=True)
     problems += [found] if found else []
     patch = task["solution"].get("patch")
@@ -154,4 +157,5 @@ def load_task(path: Path) -> OptimizationTask | str:
         snapshot=task["snapshot"]["command"] if "snapshot" in task else None,
         timeouts=Timeouts(**task.get("timeouts", {})),
         min_speedup=task.get("min_speedup", 1.0),
+        limits=task_limits(task.get("limits", {})),
     )
