@@ -141,7 +141,7 @@ def test_the_limits_in_force_are_in_the_run_record(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     write_scenario(project, scenario())
-    pytester.runpytest("--llm-sandbox=none", "--llm-limits=procs=500,disk=1GiB")
+    pytester.runpytest("--llm-sandbox=none", "--llm-limits=procs=500,disk=1GiB", "--llm-report=out")
     metadata = read_report(pytester)["metadata"]
     assert metadata["limits"] == {**Limits().record(), "procs": 500, "disk": GiB}
     assert metadata["limits_enforced"] == enforced(jailed=False)
@@ -154,6 +154,8 @@ def test_the_limits_in_force_are_in_the_run_record(
 def _procs_bind(root: Path) -> bool:
     """A bounded probe first: 40 sleeps under a limit of 16 processes must fail to fork,
     else no fork bomb is started on this machine."""
+    for sub in ("work", "home"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
     probe = run("for i in $(seq 40); do sleep 2 & done; wait", root, Limits(procs=16))
     return probe.limit == "procs"
 
@@ -240,7 +242,7 @@ def _calls(pytester: pytest.Pytester) -> list[dict[str, Any]]:
 def test_a_scenario_s_commands_meet_its_limits_and_the_other_items_do_not(
     pytester: pytest.Pytester, project: Path, tmp_path: Path
 ) -> None:
-    if enforced(jailed=True)["procs"] == "not enforced" or not _procs_bind(tmp_path):
+    if enforced(jailed=True)["procs"] == "not enforced" or not _procs_bind(tmp_path / "probe"):
         pytest.skip("the process limit cannot be enforced here (root without a pids cgroup)")
     hogs = [
         BOMB,
@@ -253,7 +255,7 @@ def test_a_scenario_s_commands_meet_its_limits_and_the_other_items_do_not(
     limits = {"procs": 32, "memory": "256M", "disk": "16M"}
     write_scenario(project, scenario(solution=hogs, limits=limits, name="hogs"), "hogs")
     write_scenario(project, scenario(name="plain"), "plain")
-    result = pytester.runpytest("-p", "no:randomly")
+    result = pytester.runpytest("--llm-report=out")
     result.assert_outcomes(passed=2)
     runs = {r["scenario"]: r for r in read_report(pytester)["scenarios"]}
     calls = runs["hogs"]["trace"]["tool_calls"]
@@ -272,9 +274,9 @@ def test_the_option_wins_over_the_scenario_s_own_limits(
         limits={"fsize": "8M"},
     )
     write_scenario(project, data)
-    pytester.runpytest("--llm-sandbox=none").assert_outcomes(passed=1)
+    pytester.runpytest("--llm-sandbox=none", "--llm-report=out").assert_outcomes(passed=1)
     assert _calls(pytester)[0]["exit_code"] == 0
-    pytester.runpytest("--llm-sandbox=none", "--llm-limits=fsize=1M")
+    pytester.runpytest("--llm-sandbox=none", "--llm-limits=fsize=1M", "--llm-report=out")
     assert _calls(pytester)[0]["stderr"].endswith("limit reached: fsize 1 MiB\n")
 
 
