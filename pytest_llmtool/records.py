@@ -846,6 +846,11 @@ class RunMetadata(BaseModel):
     started: str
     finished: str
     exit_status: int
+    # What each command run for a scenario or optimization task may consume: the defaults
+    # with --llm-limits over them (a task's own `limits:` sets what --llm-limits leaves), and
+    # how this machine enforced each (rlimit, cgroup, watch or not enforced).
+    limits: dict[str, int] = Field(default_factory=dict)
+    limits_enforced: dict[str, str] = Field(default_factory=dict)
 
 
 class BudgetSummary(BaseModel):

@@ -30,6 +30,7 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
 from pytest_llmtool.redact import redact_report, redactor
 from pytest_llmtool.report import Writer
+from pytest_llmtool.sandbox.limits import Limits, enforced
 from pytest_llmtool.state import STATE_KEY
 from pytest_llmtool.store import ResultStore
 from pytest_llmtool.trials import kind_trials
@@ -188,6 +189,8 @@ class Controller:
             started=self.started.isoformat(timespec="seconds"),
             finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             exit_status=int(exitstatus),
+            limits=Limits().updated(settings.limits).record(),
+            limits_enforced=enforced(jailed=settings.sandbox != "none"),
         )
 
     def build_report(self, exitstatus: int) -> EvalReport:

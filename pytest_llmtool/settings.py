@@ -19,6 +19,7 @@ from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
 from pytest_llmtool.records import TOOL_MODES, ToolMode
 from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
+from pytest_llmtool.sandbox.limits import parse_limits
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,14 @@ OPTIONS = (
         "(unisolated, as the user's own processes)",
     ),
     OptionDef(
+        "llm_limits",
+        "LIMITS",
+        "",
+        "what each command run for a scenario or optimization task may consume, over the "
+        "defaults and a task's own `limits:`: procs=N,memory=SIZE,cpu=SECONDS,fsize=SIZE,"
+        "disk=SIZE (e.g. procs=256,memory=2GiB)",
+    ),
+    OptionDef(
         "llm_datasets",
         "GLOBS",
         "*.jsonl",
@@ -292,6 +301,13 @@ def _flag(config: pytest.Config, name: str) -> bool:
     return text in ("true", "1", "yes", "on")
 
 
+def _limits(config: pytest.Config) -> dict[str, int]:
+    try:
+        return parse_limits(_raw(config, "llm_limits")[0])
+    except ValueError as exc:
+        raise pytest.UsageError(f"--llm-limits: {exc}") from None
+
+
 def _tool_modes(config: pytest.Config) -> tuple[ToolMode, ...]:
     names = _split(_raw(config, "llm_tool_mode")[0])
     unknown = [n for n in names if n not in TOOL_MODES]
@@ -347,6 +363,8 @@ class Settings:
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
     sandbox: str = "bwrap"
+    # --llm-limits: the limits it names, over the defaults and a task's own `limits:`.
+    limits: dict[str, int] = field(default_factory=dict)
     history: Path | None = None
     baseline: str | Path | None = None
     fail_on_regression: bool = False
@@ -459,6 +477,7 @@ class Settings:
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
             sandbox=sandbox,
+            limits=_limits(config),
             history=_history(config),
             baseline=_baseline(config),
             fail_on_regression=_flag(config, "llm_fail_on_regression"),

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmtool.sandbox import SandboxError
+from pytest_llmtool.sandbox.limits import Limits
 
 SANDBOX_MODES = ("bwrap", "none")
 # Debian's merged /usr makes most of these symlinks into /usr: they are recreated as symlinks.
@@ -63,7 +64,9 @@ class Jail:
 
     `read_only` are host paths bound read-only at the same path, `symlinks` (target, link)
     pairs recreate merged-/usr links, `root` is the item's temporary root, bound writable at
-    the same path. `network` shares the host's network namespace.
+    the same path. `network` shares the host's network namespace. `limits` bound what each
+    command consumes (`limits.py`); they apply with `isolated` False too (`--llm-sandbox=none`),
+    where commands run unisolated and `argv` is not used.
     """
 
     bwrap: str
@@ -71,6 +74,8 @@ class Jail:
     read_only: tuple[str, ...]
     symlinks: tuple[tuple[str, str], ...]
     network: bool = False
+    limits: Limits | None = None
+    isolated: bool = True
 
     def argv(self, command: Sequence[str], cwd: Path, *, network: bool | None = None) -> list[str]:
         share_net = self.network if network is None else network
@@ -92,6 +97,8 @@ class Jail:
             "/proc",
             "--dev",
             "/dev",
+            # The jail's /tmp is memory: as much as one process may take.
+            *(["--size", str(self.limits.memory)] if self.limits else []),
             "--tmpfs",
             "/tmp",
         ]
@@ -147,9 +154,18 @@ def visible_paths(candidates: Iterable[str], home: str) -> list[str]:
 
 
 def make_jail(
-    root: Path, agent_path: str, extra: Sequence[Path] = (), *, network: bool = False
+    root: Path,
+    agent_path: str,
+    extra: Sequence[Path] = (),
+    *,
+    network: bool = False,
+    limits: Limits | None = None,
+    sandbox: str = "bwrap",
 ) -> Jail:
-    """The jail of one scenario item; raises `BwrapUnavailable` rather than run unisolated."""
+    """The jail of one item; raises `BwrapUnavailable` rather than run unisolated. With
+    `sandbox` "none" it only carries the root and the limits: commands run unisolated."""
+    if sandbox == "none":
+        return Jail("", root, (), (), network, limits, isolated=False)
     bwrap = require_bwrap()
     system, links = _system_mounts()
     candidates = [
@@ -164,7 +180,7 @@ def make_jail(
         if not _covered(p, system) and not _covered(p, [str(root)])
     ]
     etc = [p for p in _etc(ETC_FILES) if os.path.lexists(p)]
-    return Jail(bwrap, root, (*system, *etc, *extra_paths), tuple(links), network)
+    return Jail(bwrap, root, (*system, *etc, *extra_paths), tuple(links), network, limits)
 
 
 def require_bwrap() -> str:

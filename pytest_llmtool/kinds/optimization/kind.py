@@ -20,6 +20,7 @@ import pytest
 from pytest_llmtool.compat import item_tmp_path
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import ErrorRecord, EvalReport, OptimizationResult
+from pytest_llmtool.sandbox.limits import limits_for
 
 if TYPE_CHECKING:
     from pytest_llmtool.agents import ModelSpec
@@ -81,7 +82,10 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         pending = self._references.get(task.path)
         if pending is None:
             root = item_tmp_path(item.config, _stem(f"{task.name}-reference"))
-            pending = asyncio.ensure_future(prepare_reference(task, root, state.settings.sandbox))
+            limits = limits_for(task.limits, state.settings.limits)
+            pending = asyncio.ensure_future(
+                prepare_reference(task, root, state.settings.sandbox, limits)
+            )
             self._references[task.path] = pending
         # Shielded: one item cancelled must not cancel what the task's other items await.
         return await asyncio.shield(pending)
@@ -104,6 +108,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
                 sandbox=state.settings.sandbox,
                 budget=state.budget,
                 external=ExternalAgent.from_settings(state.settings),
+                limits=limits_for(task.limits, state.settings.limits),
             ),
             reference,
         )

@@ -28,6 +28,7 @@ from pytest_llmtool.safe_yaml import (
     read_yaml_file,
     schema_problems,
 )
+from pytest_llmtool.sandbox.limits import limit_problems, task_limits
 from pytest_llmtool.untrusted import nonprinting, shorten, wide_encoding
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
@@ -98,6 +99,7 @@ class OptimizationTask(_Model):
     harness: list[str] = Field(default_factory=list)
     timeouts: Timeouts = Timeouts()
     min_speedup: float = 1.0
+    limits: dict[str, int] = Field(default_factory=dict)  # `sandbox/limits.py`
 
     @property
     def id(self) -> str:
@@ -187,6 +189,7 @@ def _problems(data: Any, base: Path) -> list[str]:
         ]
         if (problem := nonprinting(value))
     ]
+    problems += limit_problems(task.get("limits", {}), "optimization.limits")
     found = _inside(base, task["project"], "optimization.project", want_dir=True)
     problems += [found] if found else []
     if not found:
@@ -229,4 +232,5 @@ def load_task(path: Path) -> OptimizationTask | str:
         harness=task.get("harness", []),
         timeouts=Timeouts(**task.get("timeouts", {})),
         min_speedup=task.get("min_speedup", 1.0),
+        limits=task_limits(task.get("limits", {})),
     )

@@ -44,6 +44,7 @@ from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary
 from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, event_records, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
+from pytest_llmtool.sandbox.limits import Limits
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
 
@@ -119,17 +120,23 @@ async def _shell(
 
 
 async def make_copy(
-    task: OptimizationTask, root: Path, label: str, sandbox: str, extra: Sequence[Path] = ()
+    task: OptimizationTask,
+    root: Path,
+    label: str,
+    sandbox: str,
+    extra: Sequence[Path] = (),
+    limits: Limits | None = None,
 ) -> Copy:
     """A fresh copy of the project with the task's setup commands run in it; `extra` paths
-    are shown read-only in its jail (an external agent's program)."""
+    are shown read-only in its jail (an external agent's program); `limits` bound each
+    command (`sandbox/limits.py`), unisolated too."""
     workdir = root / "work"
     shutil.copytree(task.project, workdir, symlinks=True)
     (root / "home").mkdir(parents=True, exist_ok=True)
     (root / "results").mkdir(parents=True, exist_ok=True)
     env = agent_environment(root / "home", {"LLMTOOL_TASK": task.name})
     env["LLMTOOL_RESULTS"] = str(root / "results")
-    jail = None if sandbox == "none" else make_jail(root, env["PATH"], extra)
+    jail = make_jail(root, env["PATH"], extra, limits=limits, sandbox=sandbox)
     copy = Copy(label, root, workdir, env, jail)
     for command in task.setup:
         done = await _shell(copy, command, task.timeouts.setup)
@@ -186,10 +193,12 @@ async def snapshot_output(task: OptimizationTask, copy: Copy) -> tuple[str | Non
     return (done.stdout, "") if done.exit_code == 0 else (None, f"exit {done.exit_code}")
 
 
-async def prepare_reference(task: OptimizationTask, root: Path, sandbox: str) -> Reference:
+async def prepare_reference(
+    task: OptimizationTask, root: Path, sandbox: str, limits: Limits | None = None
+) -> Reference:
     """The nop and oracle copies, tested; raises `TaskBroken` when either cannot serve."""
-    nop = await make_copy(task, root / "nop", "nop", sandbox)
-    oracle = await make_copy(task, root / "oracle", "oracle", sandbox)
+    nop = await make_copy(task, root / "nop", "nop", sandbox, limits=limits)
+    oracle = await make_copy(task, root / "oracle", "oracle", sandbox, limits=limits)
     for command in solution_commands(task, oracle.root):
         done = await _shell(oracle, command, task.timeouts.agent)
         if done.exit_code != 0:
@@ -404,6 +413,7 @@ class ItemRun:
     sandbox: str = "bwrap"
     budget: Budget | None = None
     external: ExternalAgent | None = None  # --llm-agent-cmd: runs instead of the built-in loop
+    limits: Limits | None = None  # what each command may consume (`sandbox/limits.py`)
 
 
 async def _agent(run: ItemRun, copy: Copy) -> AgentTrace:
@@ -485,7 +495,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     task = run.task
     external = run.external
     extra = [] if external is None or external.executable is None else [external.executable]
-    copy = await make_copy(task, run.root, "agent", run.sandbox, extra)
+    copy = await make_copy(task, run.root, "agent", run.sandbox, extra, run.limits)
     notes: list[str] = []
     trace: AgentTrace | None = None
     if external is not None:

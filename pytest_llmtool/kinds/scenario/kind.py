@@ -23,6 +23,7 @@ from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.compat import item_tmp_path
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import CallUsage, ErrorRecord, EvalReport, ScenarioResult
+from pytest_llmtool.sandbox.limits import limits_for
 from pytest_llmtool.untrusted import wide_encoding
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 external=external,
                 sandbox=state.settings.sandbox,
                 budget=state.budget,
+                limits=limits_for(scenario.limits, state.settings.limits),
             )
         )
         return result

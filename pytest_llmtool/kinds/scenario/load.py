@@ -27,6 +27,7 @@ from pytest_llmtool.safe_yaml import (
     read_yaml_file,
     schema_problems,
 )
+from pytest_llmtool.sandbox.limits import limit_problems, task_limits
 from pytest_llmtool.untrusted import nonprinting, shorten
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
@@ -100,6 +101,7 @@ class Scenario(_Model):
     tags: list[str] = Field(default_factory=list)
     tier: int = 0
     network: bool = False  # pytest-llmtool: the sandbox shares the host's network
+    limits: dict[str, int] = Field(default_factory=dict)  # pytest-llmtool: `limits.py`
     template_folder: Path | None = None
     setup_commands: list[str] = Field(default_factory=list)
     target: Target
@@ -144,7 +146,7 @@ def _premigration(data: dict[str, Any]) -> list[str]:
 
 
 def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
-    problems = []
+    problems = limit_problems(data.get("limits", {}), "limits")
     target = data["target"]
     try:
         compile_pattern(target.get("command_pattern"), target["binary"])
@@ -250,6 +252,7 @@ def _build(data: dict[str, Any], path: Path) -> Scenario:
         tags=data.get("tags", []),
         tier=data.get("tier", 0),
         network=data.get("network", False),
+        limits=task_limits(data.get("limits", {})),
         template_folder=base / data["template_folder"] if "template_folder" in data else None,
         setup_commands=data.get("setup", {}).get("commands", []),
         target=Target(**data["target"]),

@@ -39,6 +39,7 @@ from pytest_llmtool.records import (
 from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
+from pytest_llmtool.sandbox.limits import Limits
 from pytest_llmtool.sandbox.process import run_shell
 from pytest_llmtool.sandbox.workdir import (
     WORKDIR_TOOL,
@@ -67,6 +68,7 @@ class ScenarioRun:
     external: ExternalAgent | None = None
     sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
     budget: Budget | None = None  # --llm-max-cost: every model call checks and adds to it
+    limits: Limits | None = None  # what each command may consume (`sandbox/limits.py`)
 
     @property
     def model_name(self) -> str:
@@ -151,19 +153,24 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
     return agent_environment(run.root / "home", extra, prefix)
 
 
-def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail | None:
+def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail:
     """The item's sandbox: the read-only view adds the tool's and the external agent's
     directories to what every jail shows. Raises `BwrapUnavailable` (an item error) rather
-    than run unisolated."""
-    if run.sandbox == "none":
-        return None
+    than run unisolated. With `sandbox="none"`, commands run unisolated, under the limits."""
     scenario = run.scenario
     extra = []
     if "/" in scenario.target.binary:
         extra.append((scenario.path.parent / scenario.target.binary).resolve().parent)
     if run.external is not None and run.external.executable is not None:
         extra.append(run.external.executable)
-    return make_jail(run.root, env["PATH"], extra, network=scenario.network)
+    return make_jail(
+        run.root,
+        env["PATH"],
+        extra,
+        network=scenario.network,
+        limits=run.limits,
+        sandbox=run.sandbox,
+    )
 
 
 async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str], jail: Jail | None) -> None:
