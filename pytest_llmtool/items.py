@@ -160,7 +160,10 @@ class LlmItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, ItemFailed):
-            return self.kind.failure(excinfo.value.result)
+            result = excinfo.value.result
+            shown = self.kind.agent_lines(result, self.config.get_verbosity())
+            text = self.kind.failure(result)
+            return "\n".join([text, "", *shown]) if shown else text
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

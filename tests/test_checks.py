@@ -162,8 +162,8 @@ def test_file_line_regex_compiles_only_the_pattern_not_the_path() -> None:
         ("exit_code:0", [call(exit_code=1), call(exit_code=0)], True, "expected 0, got 0"),
         ("exit_code:1", [call(exit_code=1), call(exit_code=0)], False, "expected 1, got 0"),
         ("exit_code:2", [call(exit_code=0), call(exit_code=2)], True, "expected 2, got 2"),
-        ("exit_code:0", [], False, "expected 0, got -1"),
-        ("exit_code:-1", [], True, "expected -1, got -1"),
+        ("exit_code:0", [], False, "expected 0, got -1: the agent made no tool call"),
+        ("exit_code:-1", [], True, "expected -1, got -1: the agent made no tool call"),
     ],
 )
 def test_exit_code_sees_the_last_call(

@@ -120,6 +120,11 @@ class Kind(ABC, Generic[W, R]):
     def failure(self, result: R) -> str:
         """Why a finished item failed; its first line stands alone in pytest's short summary."""
 
+    def agent_lines(self, result: R, verbosity: int) -> list[str]:
+        """What the agent did, shown under a failed item after `failure` (its last tool
+        calls and final words; `trace_view.trace_lines`), sized by pytest's `-v` count."""
+        return []
+
     @abstractmethod
     def report_fields(self, results: Sequence[R], errors: list[ErrorRecord]) -> dict[str, Any]:
         """This kind's part of the run report, from its results and its own errors: the

@@ -97,8 +97,9 @@ def _shorten(text: str, limit: int = 100) -> str:
 def _exit_code(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:
     expected = int(check.text)
     last = trace.last_tool_response
-    actual = last.exit_code if last else -1
-    return actual == expected, f"expected {expected}, got {actual}"
+    if last is None:
+        return expected == -1, f"expected {expected}, got -1: the agent made no tool call"
+    return last.exit_code == expected, f"expected {expected}, got {last.exit_code}"
 
 
 def _stdout_contains(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:

@@ -188,6 +188,11 @@ class BashKind(Kind[Task, TaskResult]):
         )
         return failure_message(result.score, trace_line)
 
+    def agent_lines(self, result: TaskResult, verbosity: int) -> list[str]:
+        from pytest_llmtool.trace_view import trace_lines
+
+        return trace_lines(result.trace, verbosity)
+
     def report_fields(
         self, results: Sequence[TaskResult], errors: list[ErrorRecord]
     ) -> dict[str, Any]:

@@ -154,6 +154,11 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
 
         return "\n".join(failure_lines(result))
 
+    def agent_lines(self, result: OptimizationResult, verbosity: int) -> list[str]:
+        from pytest_llmtool.trace_view import trace_lines
+
+        return trace_lines(result.trace, verbosity, "commands")
+
     def report_fields(
         self, results: Sequence[OptimizationResult], errors: list[ErrorRecord]
     ) -> dict[str, Any]:

@@ -181,6 +181,11 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
         return "\n".join(failure_lines(result))
 
+    def agent_lines(self, result: ScenarioResult, verbosity: int) -> list[str]:
+        from pytest_llmtool.trace_view import trace_lines
+
+        return trace_lines(result.trace, verbosity, "commands")
+
     def report_fields(
         self, results: Sequence[ScenarioResult], errors: list[ErrorRecord]
     ) -> dict[str, Any]:
