@@ -24,7 +24,13 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.optimization.kind import OptimizationKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
-from pytest_llmtool.report import JsonWriter, MarkdownWriter, TerminalWriter, Writer
+from pytest_llmtool.report import (
+    JsonWriter,
+    MarkdownWriter,
+    StepSummaryWriter,
+    TerminalWriter,
+    Writer,
+)
 from pytest_llmtool.report.gaps import GapsWriter
 from pytest_llmtool.resume import install as install_resume
 from pytest_llmtool.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
@@ -66,6 +72,7 @@ def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
         TerminalWriter(),
         JsonWriter(),
         MarkdownWriter(),
+        StepSummaryWriter(),
         *([HistoryWriter(history)] if history is not None else []),
         *gaps,
     ]

@@ -124,3 +124,15 @@ class MarkdownWriter(Writer):
         path = directory / "report.md"
         write_atomic(path, _joined(markdown_lines(report, kinds, links, failed)))
         return [path, folder] if drawn else [path]
+
+
+class StepSummaryWriter(Writer):
+    """The run's summary on a CI job's page (`$GITHUB_STEP_SUMMARY`, appended)."""
+
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        from pytest_llmtool.report.step_summary import append_step_summary
+
+        written = append_step_summary(report, kinds)
+        return [written] if written else []
