@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool import intervals
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.redact import redact
+from pytest_llmtool.redact import Redactor
 from pytest_llmtool.report.markdown import summary_lines, table
 
 if TYPE_CHECKING:
@@ -63,5 +63,5 @@ def append_step_summary(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> 
         return None
     path = Path(target)
     with path.open("a", encoding="utf-8") as stream:
-        stream.write(redact(step_summary(report, kinds)))
+        stream.write(Redactor.from_env()(step_summary(report, kinds)))
     return path
