@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.outcomes import outcomes
-from pytest_llmtool.records import EvalReport
+from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
 from pytest_llmtool.report import Writer, report_json
 from pytest_llmtool.stats import wilson
 
@@ -71,8 +71,15 @@ def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX results_by_run ON results (run_id, model)")
 
 
+def _v2(db: sqlite3.Connection) -> None:
+    """Whether a run is complete, and its dataset's fingerprint (`last` needs both); NULL
+    for runs recorded before, which `last` therefore passes over."""
+    db.execute("ALTER TABLE runs ADD COLUMN complete INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN fingerprint TEXT")  # JSON: kind -> digest
+
+
 # Step n brings a database from version n to n + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
 VERSION = len(MIGRATIONS)
 
 
@@ -124,14 +131,52 @@ def transaction(path: Path, create: bool = False) -> Iterator[sqlite3.Connection
         raise HistoryError(f"{path}: {exc}") from exc
 
 
+@contextmanager
+def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, int]]:
+    """The database at `path` opened read-only, with its schema version: a reader takes no
+    write lock (it does not wait for a running writer) and works in a read-only directory.
+    An older database is read as it is (`_columns`); a newer one is refused."""
+    if not path.is_file():
+        raise HistoryError(f"no run history at {path}")
+    uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+            version = _version(db)
+            if version > VERSION:
+                raise HistoryError(
+                    f"{path} is a version {version} history database; this pytest-llmtool "
+                    f"reads up to version {VERSION}: upgrade pytest-llmtool"
+                )
+            if version == 0:  # an empty file: read as an empty history, left as it is
+                with closing(sqlite3.connect(":memory:")) as empty:
+                    _migrate(empty, path)
+                    yield empty, VERSION
+            else:
+                yield db, version
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: cannot read it: {exc}") from exc
+
+
+def _columns(version: int) -> str:
+    """The run columns `last` needs, as NULL in a database from before version 2."""
+    return "complete, fingerprint" if version >= 2 else "NULL, NULL"
+
+
 def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> int:
     """Add a run and its items; return the run's id."""
     rows = outcomes(report, kinds)
     meta = report.metadata
     with transaction(path, create=True) as db:
+        if meta.resumed:
+            # A resumed run is its stopped run finished: it replaces that run's row.
+            db.execute(
+                "DELETE FROM runs WHERE started = ? AND models = ? AND complete = 0",
+                (meta.started, json.dumps([m.name for m in meta.models])),
+            )
         cursor = db.execute(
             "INSERT INTO runs (started, finished, exit_status, models, kinds, items, plugin,"
-            " schema_version, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " schema_version, report, complete, fingerprint)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 meta.started,
                 meta.finished,
@@ -142,6 +187,8 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                 meta.plugin,
                 report.schema_version,
                 "".join(report_json(report)),
+                None if meta.complete is None else int(meta.complete),
+                json.dumps(meta.fingerprint, sort_keys=True),
             ),
         )
         run_id = cursor.lastrowid
@@ -173,30 +220,73 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
     return run_id
 
 
-def latest_run(
-    path: Path, models: Sequence[str] | None = None, kinds: Sequence[str] | None = None
-) -> int | None:
-    """The id of the newest run, or of the newest with exactly these models and kinds."""
-    with transaction(path) as db:
-        for run_id, run_models, run_kinds in db.execute(
-            "SELECT id, models, kinds FROM runs ORDER BY id DESC"
-        ):
+def latest_run(path: Path, models: Sequence[str] | None = None) -> int | None:
+    """The id of the newest run, or of the newest with exactly these models."""
+    with reading(path) as (db, _):
+        for run_id, run_models in db.execute("SELECT id, models FROM runs ORDER BY id DESC"):
             if models is not None and sorted(json.loads(run_models)) != sorted(models):
-                continue
-            if kinds is not None and sorted(json.loads(run_kinds)) != sorted(kinds):
                 continue
             return int(run_id)
     return None
 
 
+def _partial(report_text: str) -> str:
+    """`4 of 40 items ran (interrupted)`, read off a stored run's metadata."""
+    line = EvalReport.model_validate_json(report_text).metadata.partial_line()
+    return (line or "partial").removeprefix("PARTIAL: ")
+
+
+def latest_complete(
+    path: Path, models: Sequence[str], fingerprint: dict[str, str]
+) -> tuple[int | None, list[str]]:
+    """`--llm-baseline=last`: the newest complete run with the same models and dataset
+    fingerprint, and why each newer run with these models was passed over."""
+    passed: list[str] = []
+    with reading(path) as (db, version):
+        query = f"SELECT id, models, {_columns(version)} FROM runs ORDER BY id DESC"
+        for run_id, run_models, complete, stored in db.execute(query):
+            if sorted(json.loads(run_models)) != sorted(models):
+                continue
+            if complete is None or not stored or json.loads(stored) == {}:
+                passed.append(f"run {run_id}: recorded without a dataset fingerprint")
+            elif json.loads(stored) != fingerprint:
+                passed.append(f"run {run_id}: another dataset (task ids or content differ)")
+            elif not complete:
+                text = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
+                passed.append(f"run {run_id}: partial, {_partial(text[0])}")
+            else:
+                return int(run_id), passed
+    return None, passed
+
+
+def _report(path: Path, text: str, run_id: int) -> EvalReport:
+    """A stored run's report; one from a newer plugin is refused rather than misread."""
+    try:
+        version = int(json.loads(text).get("schema_version", 1))
+    except (ValueError, AttributeError, RecursionError) as exc:
+        raise HistoryError(f"{path}: run {run_id} is damaged: {exc}") from None
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            f"{path}: run {run_id} is a schema {version} report; this pytest-llmtool reads "
+            f"up to schema {SCHEMA_VERSION}: upgrade pytest-llmtool"
+        )
+    try:
+        return EvalReport.model_validate_json(text)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise HistoryError(f"{path}: run {run_id} is damaged: {first}") from None
+
+
 def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport]:
     """A stored run's id and `EvalReport`, by id or `last` (the newest run)."""
     run_id = latest_run(path) if run == "last" else run
-    with transaction(path) as db:
+    if run_id is None or not 0 < run_id < 2**63:
+        raise HistoryError(f"no run {run} in {path}")
+    with reading(path) as (db, _):
         row = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise HistoryError(f"no run {run} in {path}")
-    return int(run_id or 0), EvalReport.model_validate_json(row[0])
+    return run_id, _report(path, row[0], run_id)
 
 
 class HistoryWriter(Writer):
@@ -240,7 +330,7 @@ def _rate(passed: int, scored: int) -> dict[str, Any]:
 
 def runs(path: Path) -> list[dict[str, Any]]:
     """Every run, oldest first: when, models, items, exit status, pass rate per model."""
-    with transaction(path) as db:
+    with reading(path) as (db, _):
         rows = db.execute(
             "SELECT id, started, finished, exit_status, models, items FROM runs ORDER BY id"
         ).fetchall()
@@ -287,7 +377,7 @@ def trend(
             where.append(clause)
             params += [value] * clause.count("?")
     column = {"model": "''", "category": "category", "task": "task"}[by]
-    with transaction(path) as db:
+    with reading(path) as (db, _):
         rows = db.execute(
             f"SELECT run_id, started, model, {column}, SUM(outcome = 'pass'), COUNT(*)"
             " FROM results JOIN runs ON runs.id = run_id"
@@ -310,7 +400,7 @@ def trend(
 def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     """One run: its record's metadata, pass rate per model and every item."""
     run_id, report = load_report(path, run)
-    with transaction(path) as db:
+    with reading(path) as (db, _):
         items = db.execute(
             "SELECT kind, nodeid, model, trial, category, outcome, score, max_score, cost_usd,"
             " duration_ms FROM results WHERE run_id = ? ORDER BY rowid",
