@@ -37,7 +37,7 @@ def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
             str(run["id"]),
             run["started"],
             ", ".join(run["models"]),
-            str(run["items"]),
+            str(run["items"]) + (" PARTIAL" if run["complete"] is False else ""),
             str(run["exit_status"]),
             ", ".join(f"{m} {_rate(r)}" for m, r in run["pass_rate"].items()),
         ]
@@ -67,7 +67,8 @@ def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
     run = history.show(args.db, "last" if args.run == "last" else int(args.run))
-    lines = [
+    lines = [*([run["partial"]] if run["partial"] else [])]
+    lines += [
         f"run {run['id']}: {run['started']} to {run['finished']}, exit status "
         f"{run['exit_status']}, pytest-llmtool {run['plugin']}",
         "command line: " + " ".join(run["command_line"]),

@@ -168,9 +168,10 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
     meta = report.metadata
     with transaction(path, create=True) as db:
         if meta.resumed:
-            # A resumed run is its stopped run finished: it replaces that run's row.
+            # A resumed run is the run it resumed (same start, same models), carried on: it
+            # replaces that run's row, partial or not, rather than adding one.
             db.execute(
-                "DELETE FROM runs WHERE started = ? AND models = ? AND complete = 0",
+                "DELETE FROM runs WHERE started = ? AND models = ?",
                 (meta.started, json.dumps([m.name for m in meta.models])),
             )
         cursor = db.execute(
@@ -330,9 +331,10 @@ def _rate(passed: int, scored: int) -> dict[str, Any]:
 
 def runs(path: Path) -> list[dict[str, Any]]:
     """Every run, oldest first: when, models, items, exit status, pass rate per model."""
-    with reading(path) as (db, _):
+    with reading(path) as (db, version):
         rows = db.execute(
-            "SELECT id, started, finished, exit_status, models, items FROM runs ORDER BY id"
+            "SELECT id, started, finished, exit_status, models, items,"
+            f" {_columns(version).split(',')[0]} FROM runs ORDER BY id"
         ).fetchall()
         counts = db.execute(
             "SELECT run_id, model, SUM(outcome = 'pass'), SUM(outcome != 'error')"
@@ -349,9 +351,11 @@ def runs(path: Path) -> list[dict[str, Any]]:
             "exit_status": exit_status,
             "models": json.loads(models),
             "items": items,
+            # False: a partial run; None: recorded before runs said so.
+            "complete": None if complete is None else bool(complete),
             "pass_rate": {m: rates.get(run_id, {}).get(m) for m in json.loads(models)},
         }
-        for run_id, started, finished, exit_status, models, items in rows
+        for run_id, started, finished, exit_status, models, items, complete in rows
     ]
 
 
@@ -413,6 +417,7 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     models = [m.name for m in meta.models]
     return {
         "id": run_id,
+        "partial": meta.partial_line(),
         "started": meta.started,
         "finished": meta.finished,
         "exit_status": meta.exit_status,

@@ -933,6 +933,9 @@ class EvalReport(BaseModel):
     """The run record (`report.json`): every kind's results and summaries, and the errors."""
 
     schema_version: int = SCHEMA_VERSION
+    # `PARTIAL: 4 of 40 items ran (interrupted)` when not every collected item ran: first,
+    # so that no reader takes the figures below for the whole dataset's.
+    partial: str | None = None
     metadata: RunMetadata
     summary: EvalSummary = Field(default_factory=EvalSummary)
     by_model: dict[str, EvalSummary] = Field(default_factory=dict)

@@ -71,23 +71,27 @@ def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
     }
 
 
+def record_fingerprint(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Keep the selected dataset's fingerprint, and hand it to the controller under xdist."""
+    found = fingerprint(items)
+    config.stash[FINGERPRINT_KEY] = found
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    if output is not None:  # the controller does not collect
+        output[FINGERPRINT_OUTPUT] = found
+
+
 class Runner:
     """Per process: start runs ahead of pytest, attach results to reports, clean up."""
 
     def __init__(self) -> None:
         self._positions: dict[str, int] | None = None
 
-    # After -k, -m and --lf, before `--llm-resume` takes out what already finished (its
-    # plugin registered first, so its trylast impl runs after this one).
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(trylast=True)  # after -k, -m and --lf have deselected theirs
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        found = fingerprint(items)
-        config.stash[FINGERPRINT_KEY] = found
-        output: dict[str, Any] | None = getattr(config, "workeroutput", None)
-        if output is not None:  # for the controller, which does not collect
-            output[FINGERPRINT_OUTPUT] = found
+        if FINGERPRINT_KEY not in config.stash:  # `--llm-resume` took it before deselecting
+            record_fingerprint(config, items)
 
     def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
         """The items this process will run next, this one first, as far as it can tell."""
@@ -299,6 +303,7 @@ class Controller:
             budget=budget,
             **{k: v for k, v in fields.items() if k not in stored},
         )
+        report.partial = report.metadata.partial_line()
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.

@@ -14,7 +14,7 @@ import pytest
 from helpers import TASKS, read_report, write_dataset
 
 from pytest_llmtool.baseline import compare, compare_model, verdict
-from pytest_llmtool.gate import EXIT_REGRESSION, EXIT_UNDECIDED
+from pytest_llmtool.gate import EXIT_REGRESSION, EXIT_UNDECIDED, Threshold
 from pytest_llmtool.outcomes import Outcome
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "bash_tasks.jsonl"
@@ -417,3 +417,56 @@ def test_a_baseline_from_a_copied_report(pytester: pytest.Pytester, dataset: Pat
     shutil.copy(pytester.path / "out" / "report.json", pytester.path / "base.json")
     result = _run(pytester, "--llm-baseline=base.json", "--llm-history=off")
     result.stdout.fnmatch_lines(["baseline: */base.json (*/base.json)", "oracle*3*no detectable*"])
+
+
+# --------------------------------------------------------------------------- --llm-fail-under
+
+
+def test_threshold_specs_parse_and_bad_ones_are_refused() -> None:
+    plain = Threshold.parse("pass_rate=0.8")
+    assert (plain.metric, plain.value, plain.upper, plain.model) == ("pass_rate", 0.8, False, None)
+    scoped = Threshold.parse("weighted_rate[model=haiku,category=json,kind=bash]:upper=75%")
+    assert (scoped.value, scoped.upper) == (0.75, True)
+    assert (scoped.model, scoped.category, scoped.kind) == ("haiku", "json", "bash")
+    for bad in ("pass_rate", "speed=0.5", "pass_rate=1.5", "pass_rate=x", "pass_rate[who=a]=0.5"):
+        with pytest.raises(pytest.UsageError, match="--llm-fail-under"):
+            Threshold.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "line"),
+    [
+        # 2 of 3 scored tasks pass: 66.7%, Wilson [20.8%, 93.9%].
+        (["--llm-fail-under=pass_rate=0.5"], 0, "*every --llm-fail-under threshold met (1)*"),
+        (
+            ["--llm-fail-under=pass_rate=0.8"],
+            8,
+            "*below --llm-fail-under: oracle: pass_rate 66.7%*",
+        ),
+        (["--llm-fail-under=pass_rate:upper=0.8"], 0, "*threshold met*"),
+        (["--llm-fail-under=pass_rate:upper=0.95"], 8, "*pass_rate upper bound 93.9%*"),
+        # Repeatable; one scope passes (text: beta passes, gamma fails), one fails.
+        (
+            [
+                "--llm-fail-under=pass_rate[category=files]=1",
+                "--llm-fail-under=pass_rate[category=text]=0.6",
+            ],
+            8,
+            "*below --llm-fail-under: oracle category text: pass_rate 50.0%*",
+        ),
+        (["--llm-fail-under=pass_rate[category=none]=0.5"], 7, "*nothing to judge: oracle*"),
+        (["--llm-fail-under=pass_rate[model=nop]=0.5"], 7, "*nothing to judge: nop*"),
+    ],
+)
+def test_fail_under_judges_each_model(
+    pytester: pytest.Pytester, dataset: Path, args: list[str], status: int, line: str
+) -> None:
+    result = _run(pytester, *args, "--llm-history=off")
+    assert result.ret == status
+    result.stdout.fnmatch_lines([line])
+
+
+def test_a_bad_threshold_is_a_usage_error(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = _run(pytester, "--llm-fail-under=pass_rate=2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-fail-under: 'pass_rate=2': the value must be within*"])
