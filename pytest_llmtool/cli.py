@@ -122,7 +122,8 @@ def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def _run_ref(text: str) -> str:
-    if text != "last" and not text.isdigit():
+    # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
+    if text != "last" and not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"expected a run id or 'last', got {text!r}")
     return text
 

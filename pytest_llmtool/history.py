@@ -131,6 +131,19 @@ def transaction(path: Path, create: bool = False) -> Iterator[sqlite3.Connection
         raise HistoryError(f"{path}: {exc}") from exc
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """`mode=ro`; where SQLite cannot make the WAL index it needs beside the database (a
+    read-only directory with no writer), `immutable=1`, which reads the file as it is."""
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        db.execute("SELECT 1 FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        db.close()
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    return db
+
+
 @contextmanager
 def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, int]]:
     """The database at `path` opened read-only, with its schema version: a reader takes no
@@ -138,9 +151,8 @@ def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, int]]:
     An older database is read as it is (`_columns`); a newer one is refused."""
     if not path.is_file():
         raise HistoryError(f"no run history at {path}")
-    uri = path.resolve().as_uri() + "?mode=ro"
     try:
-        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+        with closing(_open_read_only(path)) as db:
             version = _version(db)
             if version > VERSION:
                 raise HistoryError(
@@ -155,6 +167,14 @@ def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, int]]:
                 yield db, version
     except sqlite3.DatabaseError as exc:
         raise HistoryError(f"{path}: cannot read it: {exc}") from exc
+
+
+def _loads(path: Path, run_id: int, column: str, text: Any) -> Any:
+    """A JSON column of a stored run; a damaged one is a `HistoryError` naming the run."""
+    try:
+        return json.loads(text) if text is not None else None
+    except (TypeError, ValueError, RecursionError):
+        raise HistoryError(f"{path}: run {run_id} is damaged (its {column})") from None
 
 
 def _columns(version: int) -> str:
@@ -225,7 +245,9 @@ def latest_run(path: Path, models: Sequence[str] | None = None) -> int | None:
     """The id of the newest run, or of the newest with exactly these models."""
     with reading(path) as (db, _):
         for run_id, run_models in db.execute("SELECT id, models FROM runs ORDER BY id DESC"):
-            if models is not None and sorted(json.loads(run_models)) != sorted(models):
+            if models is not None and sorted(
+                _loads(path, run_id, "models", run_models) or []
+            ) != sorted(models):
                 continue
             return int(run_id)
     return None
@@ -246,11 +268,12 @@ def latest_complete(
     with reading(path) as (db, version):
         query = f"SELECT id, models, {_columns(version)} FROM runs ORDER BY id DESC"
         for run_id, run_models, complete, stored in db.execute(query):
-            if sorted(json.loads(run_models)) != sorted(models):
+            if sorted(_loads(path, run_id, "models", run_models) or []) != sorted(models):
                 continue
-            if complete is None or not stored or json.loads(stored) == {}:
+            found = _loads(path, run_id, "fingerprint", stored)
+            if complete is None or not found:
                 passed.append(f"run {run_id}: recorded without a dataset fingerprint")
-            elif json.loads(stored) != fingerprint:
+            elif found != fingerprint:
                 passed.append(f"run {run_id}: another dataset (task ids or content differ)")
             elif not complete:
                 text = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -280,6 +303,8 @@ def _report(path: Path, text: str, run_id: int) -> EvalReport:
 
 def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport]:
     """A stored run's id and `EvalReport`, by id or `last` (the newest run)."""
+    if not path.is_file():
+        raise HistoryError(f"no run history at {path}")
     run_id = latest_run(path) if run == "last" else run
     if run_id is None or not 0 < run_id < 2**63:
         raise HistoryError(f"no run {run} in {path}")
@@ -343,20 +368,25 @@ def runs(path: Path) -> list[dict[str, Any]]:
     rates: dict[int, dict[str, dict[str, Any]]] = {}
     for run_id, model, passed, scored in counts:
         rates.setdefault(run_id, {})[model] = _rate(passed, scored)
-    return [
-        {
-            "id": run_id,
-            "started": started,
-            "finished": finished,
-            "exit_status": exit_status,
-            "models": json.loads(models),
-            "items": items,
-            # False: a partial run; None: recorded before runs said so.
-            "complete": None if complete is None else bool(complete),
-            "pass_rate": {m: rates.get(run_id, {}).get(m) for m in json.loads(models)},
-        }
-        for run_id, started, finished, exit_status, models, items, complete in rows
-    ]
+    listed = []
+    for run_id, started, finished, exit_status, models, items, complete in rows:
+        names = _loads(path, run_id, "models", models)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise HistoryError(f"{path}: run {run_id} is damaged (its models)")
+        listed.append(
+            {
+                "id": run_id,
+                "started": started,
+                "finished": finished,
+                "exit_status": exit_status,
+                "models": names,
+                "items": items,
+                # False: a partial run; None: recorded before runs said so.
+                "complete": None if complete is None else bool(complete),
+                "pass_rate": {m: rates.get(run_id, {}).get(m) for m in names},
+            }
+        )
+    return listed
 
 
 Grouping = Literal["model", "category", "task"]

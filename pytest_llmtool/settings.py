@@ -76,14 +76,16 @@ OPTIONS = (
         "REF",
         "",
         "compare this run with a baseline, per model over the tasks both ran: a report.json "
-        "path, a history run id, or 'last' (the newest earlier run with the same models)",
+        "path, a history run id, or 'last' (the newest complete run with the same models and "
+        "dataset)",
     ),
     OptionDef(
         "llm_fail_on_regression",
         "BOOL",
         "false",
         "let the baseline comparison decide the exit status: 0 unless a model regressed "
-        "beyond noise (then 6), even with failing tasks; errors and interrupts keep theirs",
+        "beyond noise (6) or nothing was compared (7), even with failing tasks; errors and "
+        "interrupts keep theirs",
         switch=True,
     ),
     OptionDef(
@@ -300,7 +302,7 @@ def _history(config: pytest.Config) -> Path | None:
 def _baseline(config: pytest.Config) -> str | Path | None:
     """A history reference (`last`, a run id) as it is; anything else is a report.json path."""
     text = _raw(config, "llm_baseline")[0].strip()
-    if text == "last" or text.isdigit():
+    if text == "last" or (text.isascii() and text.isdigit()):
         return text
     return _path(config, "llm_baseline")
 

@@ -389,6 +389,9 @@ def test_an_interrupted_run_keeps_its_exit_status(pytester: pytest.Pytester, dat
         (["--llm-baseline=nothere.json"], "*--llm-baseline: cannot read *nothere.json*"),
         (["--llm-baseline=7"], "*--llm-baseline: no run history at *history.db*"),
         (["--llm-baseline=last", "--llm-history=off"], "*which --llm-history=off disables*"),
+        # Once an INTERNALERROR (an int too large for SQLite), and a traceback.
+        (["--llm-baseline=99999999999999999999999"], "*--llm-baseline: no run history at*"),
+        (["--llm-baseline=²"], "*--llm-baseline: cannot read *²: *No such file*"),
     ],
 )
 def test_bad_baseline_options_are_usage_errors(
@@ -470,3 +473,18 @@ def test_a_bad_threshold_is_a_usage_error(pytester: pytest.Pytester, dataset: Pa
     result = _run(pytester, "--llm-fail-under=pass_rate=2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--llm-fail-under: 'pass_rate=2': the value must be within*"])
+
+
+def test_a_baseline_of_a_newer_schema_or_a_run_id_too_large_is_refused(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    _run(pytester, "--llm-report=out")
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    (pytester.path / "future.json").write_text(json.dumps({**report, "schema_version": 999}))
+    result = _run(pytester, "--llm-baseline=future.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*future.json is a schema 999 report; this pytest-llmtool*"])
+    result = _run(pytester, "--llm-baseline=99999999999999999999999")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-baseline: no run 99999999999999999999999 in *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
