@@ -3,7 +3,9 @@ that comparison, not the failing tasks, decide the exit status.
 
 Failing tasks are the normal state of an eval; what should fail CI is a change beyond noise.
 With `--llm-fail-on-regression` the session exits 0 when no model regressed, even with failing
-tasks, and `EXIT_REGRESSION` when one did. What the gate never hides: ERROR items, failures
+tasks, `EXIT_REGRESSION` when one did, and `EXIT_UNDECIDED` when nothing was compared (a gate
+that saw nothing does not pass). `--llm-fail-under` adds absolute thresholds (`EXIT_BELOW`).
+What the gates never hide: ERROR items, failures
 of anything that is not a scored task (a plain test, a teardown), and pytest's own statuses
 for an interrupted run, a usage or internal error, or no tests: those keep their exit status.
 """

@@ -107,13 +107,11 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
 
 
 @contextmanager
-def transaction(path: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
+def transaction(path: Path) -> Iterator[sqlite3.Connection]:
     """The database at `path`, brought up to date, in one write transaction.
 
     `BEGIN IMMEDIATE` takes the write lock first, so two runs finishing at once queue on the
     busy timeout instead of failing half-way; WAL keeps readers off the writer's way."""
-    if not create and not path.is_file():
-        raise HistoryError(f"no run history at {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as db:
@@ -186,7 +184,7 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
     """Add a run and its items; return the run's id."""
     rows = outcomes(report, kinds)
     meta = report.metadata
-    with transaction(path, create=True) as db:
+    with transaction(path) as db:
         if meta.resumed:
             # A resumed run is the run it resumed (same start, same models), carried on: it
             # replaces that run's row, partial or not, rather than adding one.

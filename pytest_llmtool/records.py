@@ -908,7 +908,8 @@ class BaselineChange(BaseModel):
 class BaselineComparison(BaseModel):
     """`--llm-baseline`: where the baseline came from and each shared model's change.
 
-    `source` is empty when `last` found no earlier run with the same models and kinds."""
+    `source` is empty when `last` found no earlier complete run with the same models and
+    dataset fingerprint, or when the history could not be read (`problem`)."""
 
     ref: str
     source: str = ""

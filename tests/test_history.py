@@ -195,3 +195,22 @@ def test_an_interrupt_before_any_item_finished_still_writes_the_reports(
     assert report["partial"] == "PARTIAL: 0 of 4 items ran (interrupted)"
     assert report["results"] == []
     assert "PARTIAL: 0 of 4 items ran" in (pytester.path / "out" / "report.md").read_text()
+
+
+def test_a_version_1_database_is_read_as_it_is_and_migrated_by_the_next_run(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    db = _db(pytester)
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        history._v1(conn)
+        conn.execute("UPDATE schema_version SET version = 1")
+    assert history.latest_complete(db, ["oracle"], {"bash": "x"}) == (None, [])
+    assert history.runs(db) == []
+    pytester.runpytest()
+    assert _query(db, "SELECT version FROM schema_version") == [(history.VERSION,)]
+    # A run recorded before runs carried these is never taken for `last`.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET complete = NULL, fingerprint = NULL")
+    result = pytester.runpytest("--llm-baseline=last")
+    result.stdout.fnmatch_lines(["passed over run 1: recorded without a dataset fingerprint"])
