@@ -51,14 +51,20 @@ def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
     it. Two runs with the same digest ran the same tasks; a changed check, prompt or file
     changes it."""
     tasks: dict[str, set[str]] = {}
+    # A task's items (per model and trial) share its loaded object: dump it once.
+    dumped: dict[int, str] = {}
     for item in items:
         if isinstance(item, LlmItem):
             work = item.work
-            # `solution` is the oracle's answer, not the task: a changed one is the same task.
-            if isinstance(work, BaseModel):
-                content = work.model_dump_json(exclude={"solution"})
-            else:
-                content = repr(work)
+            content = dumped.get(id(work))
+            if content is None:
+                # `solution` is the oracle's answer, not the task: a changed one is the same
+                # task.
+                if isinstance(work, BaseModel):
+                    content = work.model_dump_json(exclude={"solution"})
+                else:
+                    content = repr(work)
+                dumped[id(work)] = content
             key, kind = item.nodeid.partition("[")[0], item.kind.name
         elif isinstance(item, BadInputItem):
             key, kind, content = item.nodeid, "input", str(item.problem)
