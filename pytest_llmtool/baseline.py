@@ -70,6 +70,7 @@ def compare_model(
     change = BaselineChange(
         model=model,
         tasks=len(shared),
+        run_tasks=len(now_seen),
         baseline_pass_rate=_mean(then_rate.values()) if shared else 0.0,
         current_pass_rate=_mean(now_rate.values()) if shared else 0.0,
         pass_rate_change=pass_change,
@@ -139,11 +140,22 @@ def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[st
 def notes(comparison: BaselineComparison) -> list[str]:
     """What a reader needs beside the table: flipped, added and removed tasks, by model."""
     lines = []
-    if not comparison.source:
-        lines.append(f"--llm-baseline={comparison.ref}: no earlier run with these models")
-    for model in comparison.unmatched:
-        lines.append(f"{model}: not in the baseline, nothing to compare")
+    if comparison.problem is not None:
+        lines.append(f"--llm-baseline={comparison.ref}: {comparison.problem}")
+    elif not comparison.source:
+        lines.append(
+            f"--llm-baseline={comparison.ref}: no earlier complete run with these models "
+            "and this dataset"
+        )
+    lines += [f"passed over {reason}" for reason in comparison.passed_over]
+    if comparison.source:
+        lines += [f"{m}: not in the baseline, nothing to compare" for m in comparison.unmatched]
     for c in comparison.models:
+        if c.run_tasks is not None and c.tasks < c.run_tasks:
+            lines.append(
+                f"{c.model}: compared {c.tasks} of this run's {c.run_tasks} tasks "
+                f"({c.run_tasks - c.tasks} not in the baseline or not scored in both)"
+            )
         for label, tasks in (
             ("worse (pass -> fail)", c.worse),
             ("better (fail -> pass)", c.better),
@@ -153,6 +165,28 @@ def notes(comparison: BaselineComparison) -> list[str]:
             if tasks:
                 lines.append(f"{c.model} {label}: {', '.join(tasks)}")
     return lines
+
+
+def undecided(comparison: BaselineComparison, allow_missing: bool = False) -> str | None:
+    """Why the gate compared nothing for some model, or None when every model was compared.
+
+    A missing baseline (a first run) passes only when the user allows it; a baseline that
+    cannot be read, or that shares no scored task, never does."""
+    if comparison.problem is not None:
+        return comparison.problem
+    if not comparison.source or comparison.unmatched:
+        if allow_missing:
+            return None
+        if not comparison.source:
+            return (
+                f"--llm-baseline={comparison.ref} found no earlier complete run with these "
+                "models and this dataset (--llm-allow-missing-baseline passes a first run)"
+            )
+        return f"no baseline for {', '.join(comparison.unmatched)}"
+    empty = [c.model for c in comparison.models if c.tasks == 0]
+    if empty:
+        return f"no shared scored tasks with the baseline for {', '.join(empty)}"
+    return None
 
 
 def verdict(comparison: BaselineComparison) -> str:

@@ -37,7 +37,7 @@ def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
             str(run["id"]),
             run["started"],
             ", ".join(run["models"]),
-            str(run["items"]),
+            str(run["items"]) + (" PARTIAL" if run["complete"] is False else ""),
             str(run["exit_status"]),
             ", ".join(f"{m} {_rate(r)}" for m, r in run["pass_rate"].items()),
         ]
@@ -67,7 +67,8 @@ def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
     run = history.show(args.db, "last" if args.run == "last" else int(args.run))
-    lines = [
+    lines = [*([run["partial"]] if run["partial"] else [])]
+    lines += [
         f"run {run['id']}: {run['started']} to {run['finished']}, exit status "
         f"{run['exit_status']}, pytest-llmtool {run['plugin']}",
         "command line: " + " ".join(run["command_line"]),
@@ -121,7 +122,8 @@ def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def _run_ref(text: str) -> str:
-    if text != "last" and not text.isdigit():
+    # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
+    if text != "last" and not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"expected a run id or 'last', got {text!r}")
     return text
 

@@ -43,7 +43,7 @@ from pytest_llmtool.gaps import (
     report_attempts,
 )
 from pytest_llmtool.kinds.bash.load import Task, load_dataset
-from pytest_llmtool.records import EvalReport, ToolCallResult
+from pytest_llmtool.records import SCHEMA_VERSION, EvalReport, ToolCallResult
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox
 
@@ -97,11 +97,24 @@ def report_path(path: Path) -> Path:
     return path
 
 
+# A recorded run larger than this is refused before it is read (a 100k-task report.json is
+# well below it).
+MAX_RECORDED_BYTES = 1 << 30
+
+
 def load_run(path: Path) -> RecordedRun:
-    """A recorded run, in either format."""
+    """A recorded run, in either format. Hostile input (too large, nested too deep for the
+    parser, a newer report schema) is a one-line `ReplayError`, never a crash."""
     path = report_path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_RECORDED_BYTES:
+            raise ReplayError(
+                f"{path}: {size} bytes, more than the {MAX_RECORDED_BYTES} a recorded run may be"
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ReplayError(f"{path}: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReplayError(f"{path}: not readable JSON ({exc})") from None
     if isinstance(data, dict) and "metadata" in data:
@@ -112,12 +125,20 @@ def load_run(path: Path) -> RecordedRun:
 
 
 def _our_run(path: Path, data: dict[str, Any]) -> RecordedRun:
+    version = data.get("schema_version", 1)
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise ReplayError(
+            f"{path}: a schema {version} report; this pytest-llmtool reads up to schema "
+            f"{SCHEMA_VERSION}: upgrade pytest-llmtool"
+        )
     try:
         report = EvalReport.model_validate(data)
     except ValidationError as exc:
         raise ReplayError(
             f"{path}: not a valid report.json ({exc.error_count()} problems)"
         ) from None
+    except RecursionError:
+        raise ReplayError(f"{path}: JSON nested too deeply to read") from None
     source = ReplaySource(
         path=str(path),
         format="report.json",
@@ -151,9 +172,10 @@ def _bashkit_eval_run(path: Path, data: dict[str, Any]) -> RecordedRun:
             calls = [_call(c) for c in result["trace"]["tool_calls"]]
             checks = result["score"]["results"]
             passed = all(bool(c["passed"]) for c in checks)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ReplayError(
-                f"{path}: result {index + 1} is not bashkit-eval's shape ({exc})"
+                f"{path}: result {index + 1} is not bashkit-eval's shape ({first})"
             ) from None
         unit = task.id
         if task.tools is not None:  # a scripting-tool run: one mode per file

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.outcomes import outcomes
-from pytest_llmtool.records import EvalReport
+from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
 from pytest_llmtool.report import Writer, report_json
 from pytest_llmtool.stats import wilson
 
@@ -71,8 +71,15 @@ def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX results_by_run ON results (run_id, model)")
 
 
+def _v2(db: sqlite3.Connection) -> None:
+    """Whether a run is complete, and its dataset's fingerprint (`last` needs both); NULL
+    for runs recorded before, which `last` therefore passes over."""
+    db.execute("ALTER TABLE runs ADD COLUMN complete INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN fingerprint TEXT")  # JSON: kind -> digest
+
+
 # Step n brings a database from version n to n + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
 VERSION = len(MIGRATIONS)
 
 
@@ -100,13 +107,11 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
 
 
 @contextmanager
-def transaction(path: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
+def transaction(path: Path) -> Iterator[sqlite3.Connection]:
     """The database at `path`, brought up to date, in one write transaction.
 
     `BEGIN IMMEDIATE` takes the write lock first, so two runs finishing at once queue on the
     busy timeout instead of failing half-way; WAL keeps readers off the writer's way."""
-    if not create and not path.is_file():
-        raise HistoryError(f"no run history at {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as db:
@@ -124,14 +129,73 @@ def transaction(path: Path, create: bool = False) -> Iterator[sqlite3.Connection
         raise HistoryError(f"{path}: {exc}") from exc
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """`mode=ro`; where SQLite cannot make the WAL index it needs beside the database (a
+    read-only directory with no writer), `immutable=1`, which reads the file as it is."""
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        db.execute("SELECT 1 FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        db.close()
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    return db
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, int]]:
+    """The database at `path` opened read-only, with its schema version: a reader takes no
+    write lock (it does not wait for a running writer) and works in a read-only directory.
+    An older database is read as it is (`_columns`); a newer one is refused."""
+    if not path.is_file():
+        raise HistoryError(f"no run history at {path}")
+    try:
+        with closing(_open_read_only(path)) as db:
+            version = _version(db)
+            if version > VERSION:
+                raise HistoryError(
+                    f"{path} is a version {version} history database; this pytest-llmtool "
+                    f"reads up to version {VERSION}: upgrade pytest-llmtool"
+                )
+            if version == 0:  # an empty file: read as an empty history, left as it is
+                with closing(sqlite3.connect(":memory:")) as empty:
+                    _migrate(empty, path)
+                    yield empty, VERSION
+            else:
+                yield db, version
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: cannot read it: {exc}") from exc
+
+
+def _loads(path: Path, run_id: int, column: str, text: Any) -> Any:
+    """A JSON column of a stored run; a damaged one is a `HistoryError` naming the run."""
+    try:
+        return json.loads(text) if text is not None else None
+    except (TypeError, ValueError, RecursionError):
+        raise HistoryError(f"{path}: run {run_id} is damaged (its {column})") from None
+
+
+def _columns(version: int) -> str:
+    """The run columns `last` needs, as NULL in a database from before version 2."""
+    return "complete, fingerprint" if version >= 2 else "NULL, NULL"
+
+
 def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> int:
     """Add a run and its items; return the run's id."""
     rows = outcomes(report, kinds)
     meta = report.metadata
-    with transaction(path, create=True) as db:
+    with transaction(path) as db:
+        if meta.resumed:
+            # A resumed run is the run it resumed (same start, same models), carried on: it
+            # replaces that run's row, partial or not, rather than adding one.
+            db.execute(
+                "DELETE FROM runs WHERE started = ? AND models = ?",
+                (meta.started, json.dumps([m.name for m in meta.models])),
+            )
         cursor = db.execute(
             "INSERT INTO runs (started, finished, exit_status, models, kinds, items, plugin,"
-            " schema_version, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " schema_version, report, complete, fingerprint)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 meta.started,
                 meta.finished,
@@ -142,6 +206,8 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                 meta.plugin,
                 report.schema_version,
                 "".join(report_json(report)),
+                None if meta.complete is None else int(meta.complete),
+                json.dumps(meta.fingerprint, sort_keys=True),
             ),
         )
         run_id = cursor.lastrowid
@@ -173,30 +239,78 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
     return run_id
 
 
-def latest_run(
-    path: Path, models: Sequence[str] | None = None, kinds: Sequence[str] | None = None
-) -> int | None:
-    """The id of the newest run, or of the newest with exactly these models and kinds."""
-    with transaction(path) as db:
-        for run_id, run_models, run_kinds in db.execute(
-            "SELECT id, models, kinds FROM runs ORDER BY id DESC"
-        ):
-            if models is not None and sorted(json.loads(run_models)) != sorted(models):
-                continue
-            if kinds is not None and sorted(json.loads(run_kinds)) != sorted(kinds):
+def latest_run(path: Path, models: Sequence[str] | None = None) -> int | None:
+    """The id of the newest run, or of the newest with exactly these models."""
+    with reading(path) as (db, _):
+        for run_id, run_models in db.execute("SELECT id, models FROM runs ORDER BY id DESC"):
+            if models is not None and sorted(
+                _loads(path, run_id, "models", run_models) or []
+            ) != sorted(models):
                 continue
             return int(run_id)
     return None
 
 
+def _partial(report_text: str) -> str:
+    """`4 of 40 items ran (interrupted)`, read off a stored run's metadata."""
+    line = EvalReport.model_validate_json(report_text).metadata.partial_line()
+    return (line or "partial").removeprefix("PARTIAL: ")
+
+
+def latest_complete(
+    path: Path, models: Sequence[str], fingerprint: dict[str, str]
+) -> tuple[int | None, list[str]]:
+    """`--llm-baseline=last`: the newest complete run with the same models and dataset
+    fingerprint, and why each newer run with these models was passed over."""
+    passed: list[str] = []
+    with reading(path) as (db, version):
+        query = f"SELECT id, models, {_columns(version)} FROM runs ORDER BY id DESC"
+        for run_id, run_models, complete, stored in db.execute(query):
+            if sorted(_loads(path, run_id, "models", run_models) or []) != sorted(models):
+                continue
+            found = _loads(path, run_id, "fingerprint", stored)
+            if complete is None or not found:
+                passed.append(f"run {run_id}: recorded without a dataset fingerprint")
+            elif found != fingerprint:
+                passed.append(f"run {run_id}: another dataset (task ids or content differ)")
+            elif not complete:
+                text = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
+                passed.append(f"run {run_id}: partial, {_partial(text[0])}")
+            else:
+                return int(run_id), passed
+    return None, passed
+
+
+def _report(path: Path, text: str, run_id: int) -> EvalReport:
+    """A stored run's report; one from a newer plugin is refused rather than misread."""
+    try:
+        version = int(json.loads(text).get("schema_version", 1))
+    except (ValueError, AttributeError, RecursionError) as exc:
+        raise HistoryError(f"{path}: run {run_id} is damaged: {exc}") from None
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            f"{path}: run {run_id} is a schema {version} report; this pytest-llmtool reads "
+            f"up to schema {SCHEMA_VERSION}: upgrade pytest-llmtool"
+        )
+    try:
+        return EvalReport.model_validate_json(text)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise HistoryError(f"{path}: run {run_id} is damaged: {first}") from None
+
+
 def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport]:
     """A stored run's id and `EvalReport`, by id or `last` (the newest run)."""
+    if not path.is_file():
+        raise HistoryError(f"no run history at {path}")
     run_id = latest_run(path) if run == "last" else run
-    with transaction(path) as db:
+    if run_id is None or not 0 < run_id < 2**63:
+        raise HistoryError(f"no run {run} in {path}")
+    with reading(path) as (db, _):
         row = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise HistoryError(f"no run {run} in {path}")
-    return int(run_id or 0), EvalReport.model_validate_json(row[0])
+    return run_id, _report(path, row[0], run_id)
 
 
 class HistoryWriter(Writer):
@@ -240,9 +354,10 @@ def _rate(passed: int, scored: int) -> dict[str, Any]:
 
 def runs(path: Path) -> list[dict[str, Any]]:
     """Every run, oldest first: when, models, items, exit status, pass rate per model."""
-    with transaction(path) as db:
+    with reading(path) as (db, version):
         rows = db.execute(
-            "SELECT id, started, finished, exit_status, models, items FROM runs ORDER BY id"
+            "SELECT id, started, finished, exit_status, models, items,"
+            f" {_columns(version).split(',')[0]} FROM runs ORDER BY id"
         ).fetchall()
         counts = db.execute(
             "SELECT run_id, model, SUM(outcome = 'pass'), SUM(outcome != 'error')"
@@ -251,18 +366,25 @@ def runs(path: Path) -> list[dict[str, Any]]:
     rates: dict[int, dict[str, dict[str, Any]]] = {}
     for run_id, model, passed, scored in counts:
         rates.setdefault(run_id, {})[model] = _rate(passed, scored)
-    return [
-        {
-            "id": run_id,
-            "started": started,
-            "finished": finished,
-            "exit_status": exit_status,
-            "models": json.loads(models),
-            "items": items,
-            "pass_rate": {m: rates.get(run_id, {}).get(m) for m in json.loads(models)},
-        }
-        for run_id, started, finished, exit_status, models, items in rows
-    ]
+    listed = []
+    for run_id, started, finished, exit_status, models, items, complete in rows:
+        names = _loads(path, run_id, "models", models)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise HistoryError(f"{path}: run {run_id} is damaged (its models)")
+        listed.append(
+            {
+                "id": run_id,
+                "started": started,
+                "finished": finished,
+                "exit_status": exit_status,
+                "models": names,
+                "items": items,
+                # False: a partial run; None: recorded before runs said so.
+                "complete": None if complete is None else bool(complete),
+                "pass_rate": {m: rates.get(run_id, {}).get(m) for m in names},
+            }
+        )
+    return listed
 
 
 Grouping = Literal["model", "category", "task"]
@@ -287,7 +409,7 @@ def trend(
             where.append(clause)
             params += [value] * clause.count("?")
     column = {"model": "''", "category": "category", "task": "task"}[by]
-    with transaction(path) as db:
+    with reading(path) as (db, _):
         rows = db.execute(
             f"SELECT run_id, started, model, {column}, SUM(outcome = 'pass'), COUNT(*)"
             " FROM results JOIN runs ON runs.id = run_id"
@@ -310,7 +432,7 @@ def trend(
 def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     """One run: its record's metadata, pass rate per model and every item."""
     run_id, report = load_report(path, run)
-    with transaction(path) as db:
+    with reading(path) as (db, _):
         items = db.execute(
             "SELECT kind, nodeid, model, trial, category, outcome, score, max_score, cost_usd,"
             " duration_ms FROM results WHERE run_id = ? ORDER BY rowid",
@@ -323,6 +445,7 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     models = [m.name for m in meta.models]
     return {
         "id": run_id,
+        "partial": meta.partial_line(),
         "started": meta.started,
         "finished": meta.finished,
         "exit_status": meta.exit_status,

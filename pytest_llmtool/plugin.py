@@ -16,7 +16,7 @@ import pytest
 from pytest_llmtool import hookspecs
 from pytest_llmtool.budget import Budget
 from pytest_llmtool.compact import ReportSharing
-from pytest_llmtool.gate import GATE_KEY, RegressionGate
+from pytest_llmtool.gate import GATE_KEY, RegressionGate, Threshold
 from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.hosts import HostsController, HostsWorker
 from pytest_llmtool.items import LlmFile
@@ -129,12 +129,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if controller is not None:
         config.pluginmanager.register(controller, "llmtool-controller")
         config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
-        if settings.baseline is not None:
-            gate = RegressionGate(settings.baseline, settings.history, settings.fail_on_regression)
+        if settings.fail_on_regression and settings.baseline is None:
+            raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
+        if settings.baseline is not None or settings.fail_under:
+            gate = RegressionGate(
+                settings.baseline,
+                settings.history,
+                settings.fail_on_regression,
+                settings.allow_missing_baseline,
+                [Threshold.parse(text) for text in settings.fail_under],
+            )
             config.pluginmanager.register(gate, "llmtool-gate")
             config.stash[GATE_KEY] = gate
-        elif settings.fail_on_regression:
-            raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:

@@ -851,6 +851,28 @@ class RunMetadata(BaseModel):
     # how this machine enforced each (rlimit, cgroup, watch or not enforced).
     limits: dict[str, int] = Field(default_factory=dict)
     limits_enforced: dict[str, str] = Field(default_factory=dict)
+    # The run's dataset: per kind, a digest of its selected tasks' ids and content. A
+    # baseline chosen by `last` must have the same one.
+    fingerprint: dict[str, str] = Field(default_factory=dict)
+    # Items collected (resumed ones included) and those that finished. `complete` is False
+    # when some never ran (interrupted, the cost limit, -x), and `stopped` says why; None in
+    # a record from before these fields.
+    collected: int | None = None
+    ran: int | None = None
+    complete: bool | None = None
+    stopped: str | None = None
+    # Items taken from the journal of the stopped run this one resumed.
+    resumed: int = 0
+    # Wall time of this session, in seconds (not the sum of item durations).
+    wall_s: float | None = None
+
+    def partial_line(self) -> str | None:
+        """`PARTIAL: 4 of 40 items ran (interrupted)`, said first wherever a run is shown;
+        None for a complete run."""
+        if self.complete is not False:
+            return None
+        why = f" ({self.stopped})" if self.stopped else ""
+        return f"PARTIAL: {self.ran} of {self.collected} items ran{why}"
 
 
 class BudgetSummary(BaseModel):
@@ -895,6 +917,9 @@ class BaselineChange(BaseModel):
 
     model: str
     tasks: int
+    # Tasks this run has for the model (compared or not): more than `tasks` when some are
+    # missing from the baseline, and the report says so with both numbers.
+    run_tasks: int | None = None
     baseline_pass_rate: float
     current_pass_rate: float
     pass_rate_change: Interval | None = None
@@ -912,7 +937,8 @@ class BaselineChange(BaseModel):
 class BaselineComparison(BaseModel):
     """`--llm-baseline`: where the baseline came from and each shared model's change.
 
-    `source` is empty when `last` found no earlier run with the same models and kinds."""
+    `source` is empty when `last` found no earlier complete run with the same models and
+    dataset fingerprint, or when the history could not be read (`problem`)."""
 
     ref: str
     source: str = ""
@@ -921,6 +947,11 @@ class BaselineComparison(BaseModel):
     # Models of this run the baseline did not run: nothing to compare them with.
     unmatched: list[str] = Field(default_factory=list)
     gate: bool = False
+    # Why there is no baseline although one may exist: the history or report could not be
+    # read. Never the same as "no earlier run".
+    problem: str | None = None
+    # `last`: the newer runs it passed over, each with why (partial, another dataset).
+    passed_over: list[str] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -932,6 +963,9 @@ class EvalReport(BaseModel):
     """The run record (`report.json`): every kind's results and summaries, and the errors."""
 
     schema_version: int = SCHEMA_VERSION
+    # `PARTIAL: 4 of 40 items ran (interrupted)` when not every collected item ran: first,
+    # so that no reader takes the figures below for the whole dataset's.
+    partial: str | None = None
     metadata: RunMetadata
     summary: EvalSummary = Field(default_factory=EvalSummary)
     by_model: dict[str, EvalSummary] = Field(default_factory=dict)

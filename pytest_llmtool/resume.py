@@ -32,7 +32,7 @@ from pytest_llmtool.journal import JOURNAL_NAME, JournalEntry, journal_path, rea
 from pytest_llmtool.journal import run_identity as current_identity
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ItemResult
-from pytest_llmtool.roles import KINDS_KEY, Controller
+from pytest_llmtool.roles import KINDS_KEY, Controller, record_fingerprint
 from pytest_llmtool.settings import Settings
 from pytest_llmtool.state import STATE_KEY
 
@@ -196,6 +196,7 @@ class ResumeWorker:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        record_fingerprint(config, items)  # of the whole run, resumed items included
         collected = deselect(config, items, self.finished)
         _write_atomic(self.share / f"{self.worker}.json", json.dumps(collected))
 
@@ -236,6 +237,7 @@ class Resume:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        record_fingerprint(config, items)  # of the whole run, resumed items included
         collected = deselect(config, items, self.finished.results.keys())
         self.to_run = len(items)
         self._seed(collected)

@@ -11,14 +11,17 @@ builds the run report at session finish and hands it to the writers.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import importlib.metadata
 import json
 import platform
-from collections.abc import Generator
+import time
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import pytest_llmtool
 from pytest_llmtool.compare import comparisons, diagnostics
@@ -39,6 +42,50 @@ RESULT_ATTR = "llmtool_result"
 ERROR_ATTR = "llmtool_error"
 KINDS_KEY = pytest.StashKey[list[Kind[Any, Any]]]()
 WRITERS_KEY = pytest.StashKey[list[Writer]]()
+# The selected dataset's fingerprint (kind -> digest), as the process that collects found it.
+FINGERPRINT_KEY = pytest.StashKey[dict[str, str]]()
+FINGERPRINT_OUTPUT = "llmtool_fingerprint"
+
+
+def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
+    """Per kind, a digest of the selected tasks: each one's node id (without the model and
+    trial) and content (its reference `solution` aside), whatever models and trials run
+    it. Two runs with the same digest ran the same tasks; a changed check, prompt or file
+    changes it."""
+    tasks: dict[str, set[str]] = {}
+    # A task's items (per model and trial) share its loaded object: dump it once.
+    dumped: dict[int, str] = {}
+    for item in items:
+        if isinstance(item, LlmItem):
+            work = item.work
+            content = dumped.get(id(work))
+            if content is None:
+                # `solution` is the oracle's answer, not the task: a changed one is the same
+                # task.
+                if isinstance(work, BaseModel):
+                    content = work.model_dump_json(exclude={"solution"})
+                else:
+                    content = repr(work)
+                dumped[id(work)] = content
+            key, kind = item.nodeid.partition("[")[0], item.kind.name
+        elif isinstance(item, BadInputItem):
+            key, kind, content = item.nodeid, "input", str(item.problem)
+        else:
+            continue
+        tasks.setdefault(kind, set()).add(json.dumps([key, content]))
+    return {
+        kind: hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:32]
+        for kind, lines in sorted(tasks.items())
+    }
+
+
+def record_fingerprint(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """Keep the selected dataset's fingerprint, and hand it to the controller under xdist."""
+    found = fingerprint(items)
+    config.stash[FINGERPRINT_KEY] = found
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    if output is not None:  # the controller does not collect
+        output[FINGERPRINT_OUTPUT] = found
 
 
 class Runner:
@@ -46,6 +93,13 @@ class Runner:
 
     def __init__(self) -> None:
         self._positions: dict[str, int] | None = None
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m and --lf have deselected theirs
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if FINGERPRINT_KEY not in config.stash:  # `--llm-resume` took it before deselecting
+            record_fingerprint(config, items)
 
     def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
         """The items this process will run next, this one first, as far as it can tell."""
@@ -118,6 +172,10 @@ class Controller:
         }
         self.errors: list[ErrorRecord] = []
         self.started = dt.datetime.now(dt.UTC)
+        self.clock = time.monotonic()
+        # Items of this session that finished (one teardown report each), and those resumed.
+        self.ran = 0
+        self.resumed = 0
         self.report: EvalReport | None = None
         self.written: list[Path] = []
         self.journal: JournalWriter | None = None
@@ -152,6 +210,7 @@ class Controller:
         time it started, and the new journal starts with them at once, so that it again
         holds every finished item when this run is stopped too."""
         self.started = started
+        self.resumed = len(finished)
         for entry, result in finished:
             self.results[entry.type].append(result)
         self._open_journal([entry for entry, _ in finished])
@@ -162,6 +221,8 @@ class Controller:
         # may cost the journal a line, but what is journalled is in JUnit and the report too.
         # Taken off the report: pytest keeps every report to the end, and one copy of each
         # result (with its whole trace) is enough, kept as the JSON it came as.
+        if report.when == "teardown":
+            self.ran += 1
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
             self.results[carried["kind"]].append_json(carried["data"])
@@ -171,8 +232,37 @@ class Controller:
             self.errors.append(ErrorRecord.model_validate(error))
             self._record("error", report.nodeid, json.dumps(error, ensure_ascii=False))
 
-    def _metadata(self, exitstatus: int) -> RunMetadata:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Under xdist: the fingerprint a worker collected (each collects the same)."""
+        found = getattr(node, "workeroutput", {}).get(FINGERPRINT_OUTPUT)
+        if found is not None:
+            self.config.stash[FINGERPRINT_KEY] = found
+
+    def _stopped(self, session: pytest.Session, exitstatus: int) -> str | None:
+        """Why items did not run: an interrupt, the cost limit, a stop on failures."""
+        budget = self.config.stash[STATE_KEY].budget.summary()
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "interrupted"
+        if budget is not None and budget.reached:
+            return "stopped by --llm-max-cost"
+        if session.shouldfail or session.shouldstop:
+            return "stopped early: " + str(session.shouldfail or session.shouldstop)
+        return None
+
+    def _metadata(self, exitstatus: int, session: pytest.Session | None = None) -> RunMetadata:
         settings = self.config.stash[STATE_KEY].settings
+        collected = ran = None
+        stopped = None
+        if session is not None:
+            collected = session.testscollected + self.resumed
+            ran = min(self.ran, session.testscollected) + self.resumed
+            stopped = self._stopped(session, exitstatus)
+            if stopped is None and ran < collected:
+                stopped = "not every item ran"
+        fingerprint = self.config.stash.get(FINGERPRINT_KEY, {})
+        if session is not None and not fingerprint and stopped is None:
+            stopped = "no dataset fingerprint"  # an xdist worker that never reported it
         return RunMetadata(
             plugin=pytest_llmtool.__version__,
             pytest=pytest.__version__,
@@ -191,9 +281,16 @@ class Controller:
             exit_status=int(exitstatus),
             limits=Limits().updated(settings.limits).record(),
             limits_enforced=enforced(jailed=settings.sandbox != "none"),
+            fingerprint=fingerprint,
+            collected=collected,
+            ran=ran,
+            complete=None if session is None else stopped is None,
+            stopped=stopped,
+            resumed=self.resumed,
+            wall_s=round(time.monotonic() - self.clock, 3),
         )
 
-    def build_report(self, exitstatus: int) -> EvalReport:
+    def build_report(self, exitstatus: int, session: pytest.Session | None = None) -> EvalReport:
         fields: dict[str, Any] = {}
         for kind in self.kinds:
             own_errors = [e for e in self.errors if e.kind == kind.name]
@@ -215,11 +312,12 @@ class Controller:
         # A kind's stored results go in as they are: validating them would decode them all.
         stored = {k: v for k, v in fields.items() if isinstance(v, ResultStore)}
         report = EvalReport(
-            metadata=self._metadata(exitstatus),
+            metadata=self._metadata(exitstatus, session),
             errors=self.errors,
             budget=budget,
             **{k: v for k, v in fields.items() if k not in stored},
         )
+        report.partial = report.metadata.partial_line()
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.
@@ -239,11 +337,14 @@ class Controller:
         self._finished = True
         if self.journal is not None:
             self.journal.close()
-        if not (self.errors or any(self.results.values())):
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        llm = bool(self.config.stash.get(FINGERPRINT_KEY, {}))
+        if not (self.errors or any(self.results.values()) or (interrupted and llm)):
             return
-        # Runs even when the session was interrupted, so a partial run still leaves a report.
+        # Runs even when the session was interrupted (before any item finished too), so a
+        # partial run still leaves a report that says it is partial.
         # The session's status, which a resumed run sets from the whole run's results.
-        self.report = self.build_report(session.exitstatus)
+        self.report = self.build_report(session.exitstatus, session)
         gate = self.config.stash.get(GATE_KEY, None)
         if gate is not None:  # --llm-baseline: compares, and may decide the exit status
             session.exitstatus = gate.judge(self.report, self.kinds, session, session.exitstatus)

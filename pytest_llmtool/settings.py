@@ -33,6 +33,8 @@ class OptionDef:
     # A switch: the bare flag means true and takes no value (so `--flag tests/` reads right);
     # the ini key sets it either way.
     switch: bool = False
+    # May be given more than once; the values are joined one per line, as in the ini.
+    repeat: bool = False
 
 
 OPTIONS = (
@@ -76,15 +78,34 @@ OPTIONS = (
         "REF",
         "",
         "compare this run with a baseline, per model over the tasks both ran: a report.json "
-        "path, a history run id, or 'last' (the newest earlier run with the same models)",
+        "path, a history run id, or 'last' (the newest complete run with the same models and "
+        "dataset)",
     ),
     OptionDef(
         "llm_fail_on_regression",
         "BOOL",
         "false",
         "let the baseline comparison decide the exit status: 0 unless a model regressed "
-        "beyond noise (then 6), even with failing tasks; errors and interrupts keep theirs",
+        "beyond noise (6) or nothing was compared (7), even with failing tasks; errors and "
+        "interrupts keep theirs",
         switch=True,
+    ),
+    OptionDef(
+        "llm_allow_missing_baseline",
+        "BOOL",
+        "false",
+        "with --llm-fail-on-regression: pass when there is no baseline to compare with (a "
+        "first run in CI); an unreadable baseline or one sharing no task still fails (7)",
+        switch=True,
+    ),
+    OptionDef(
+        "llm_fail_under",
+        "METRIC=VALUE",
+        "",
+        "fail (exit 8) when a model's pass_rate or weighted_rate is below VALUE, e.g. "
+        "pass_rate=0.8; scope with [model=M,category=C,kind=K]; ':upper' judges the 95% "
+        "interval's upper bound instead of the point estimate; repeatable",
+        repeat=True,
     ),
     OptionDef(
         "llm_concurrency",
@@ -204,6 +225,8 @@ def add_options(parser: pytest.Parser) -> None:
         optional: dict[str, Any] = {} if opt.const is None else {"nargs": "?", "const": opt.const}
         if opt.switch:
             optional = {"action": "store_const", "const": "true"}
+        if opt.repeat:
+            optional = {"action": "append"}
         group.addoption(
             "--" + opt.name.replace("_", "-"),
             dest=opt.name,
@@ -231,6 +254,8 @@ def add_options(parser: pytest.Parser) -> None:
 def _raw(config: pytest.Config, name: str) -> tuple[str, bool]:
     """The option's text and whether it came from the command line."""
     cli = config.getoption(name)
+    if isinstance(cli, list):  # a repeatable option
+        return "\n".join(cli), True
     if cli is not None:
         return str(cli), True
     return str(config.getini(name)), False
@@ -288,7 +313,7 @@ def _history(config: pytest.Config) -> Path | None:
 def _baseline(config: pytest.Config) -> str | Path | None:
     """A history reference (`last`, a run id) as it is; anything else is a report.json path."""
     text = _raw(config, "llm_baseline")[0].strip()
-    if text == "last" or text.isdigit():
+    if text == "last" or (text.isascii() and text.isdigit()):
         return text
     return _path(config, "llm_baseline")
 
@@ -368,6 +393,9 @@ class Settings:
     history: Path | None = None
     baseline: str | Path | None = None
     fail_on_regression: bool = False
+    allow_missing_baseline: bool = False
+    # --llm-fail-under: absolute thresholds, as written (parsed by `gate.thresholds`).
+    fail_under: tuple[str, ...] = ()
     # --llm-resume: False, True (the journal this run would write) or a report directory.
     resume: Path | bool = False
     # --llm-gaps: where the gap report goes; --llm-gaps-from: recorded runs to replay.
@@ -481,6 +509,8 @@ class Settings:
             history=_history(config),
             baseline=_baseline(config),
             fail_on_regression=_flag(config, "llm_fail_on_regression"),
+            allow_missing_baseline=_flag(config, "llm_allow_missing_baseline"),
+            fail_under=tuple(_raw(config, "llm_fail_under")[0].split()),
             resume=_resume(config),
             gaps=_path(config, "llm_gaps"),
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers import TASKS, read_report, write_dataset
 
 from pytest_llmtool.baseline import compare, compare_model, verdict
-from pytest_llmtool.gate import EXIT_REGRESSION
+from pytest_llmtool.gate import EXIT_REGRESSION, EXIT_UNDECIDED, Threshold
 from pytest_llmtool.outcomes import Outcome
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "bash_tasks.jsonl"
@@ -210,18 +212,147 @@ def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
     result.stdout.no_fnmatch_line("llmtool gate:*")
 
 
-def test_last_skips_runs_of_other_models_and_a_first_run_passes(
+def test_last_skips_runs_of_other_models_and_a_first_run_fails_unless_allowed(
     pytester: pytest.Pytester, dataset: Path
 ) -> None:
     args = ("--llm-baseline=last", "--llm-fail-on-regression", "--llm-report=out")
     first = _run(pytester, *args)
-    # No earlier run: nothing to compare, the gate passes though gamma fails.
-    assert first.ret == pytest.ExitCode.OK
-    first.stdout.fnmatch_lines(["--llm-baseline=last: no earlier run with these models"])
+    # No earlier run: nothing was compared, which the gate does not pass for a pass.
+    assert first.ret == EXIT_UNDECIDED == 7
+    first.stdout.fnmatch_lines(
+        [
+            "--llm-baseline=last: no earlier complete run with these models and this dataset",
+            "llmtool gate: nothing compared: *--llm-allow-missing-baseline passes a first run"
+            "* (exit status 7)",
+        ]
+    )
+    history_path = pytester.path / ".llmtool" / "history.db"
+    history_path.unlink()
+    # A first run in CI, allowed: passes though gamma fails.
+    allowed = _run(pytester, *args, "--llm-allow-missing-baseline")
+    assert allowed.ret == pytest.ExitCode.OK
     _run(pytester, "--llm-model=nop")  # run 2: other models
     third = _run(pytester, *args)
     third.stdout.fnmatch_lines(["baseline: last (history run 1)"])
     assert read_report(pytester)["baseline"]["run_id"] == 1
+
+
+def _stop_after(pytester: pytest.Pytester, items: int) -> None:
+    """A conftest that interrupts the run (as Ctrl-C would) when item `items + 1` starts."""
+    pytester.makeconftest(
+        f"""
+        started = []
+        def pytest_runtest_setup(item):
+            started.append(item)
+            if len(started) > {items}:
+                raise KeyboardInterrupt
+        """
+    )
+
+
+def test_last_passes_over_a_partial_run_and_the_gate_fails_a_planted_regression(
+    pytester: pytest.Pytester,
+) -> None:
+    _examples(pytester)
+    _run(pytester).assert_outcomes(passed=47)  # run 1: complete
+    _stop_after(pytester, 4)
+    stopped = pytester.runpytest("-p", "no:cacheprovider", no_reraise_ctrlc=True)
+    assert stopped.ret == pytest.ExitCode.INTERRUPTED  # run 2: 4 of 47
+    (pytester.path / "conftest.py").unlink()
+    _examples(pytester, broken=frozenset(range(12)))
+    result = _run(pytester, "--llm-baseline=last", "--llm-fail-on-regression", "--llm-report=out")
+    assert result.ret == EXIT_REGRESSION
+    result.stdout.fnmatch_lines(
+        [
+            "baseline: last (history run 1)",
+            "passed over run 2: partial, 4 of 47 items ran (interrupted)",
+            "llmtool gate: oracle: regression: *(exit status 6)",
+        ],
+        consecutive=False,
+    )
+    baseline = read_report(pytester)["baseline"]
+    assert baseline["passed_over"] == ["run 2: partial, 4 of 47 items ran (interrupted)"]
+    assert baseline["models"][0]["tasks"] == 47
+
+
+def test_last_passes_over_a_run_of_another_dataset(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    _examples(pytester)
+    _run(pytester, "tasks.jsonl").assert_outcomes(passed=47)  # run 1
+    _run(pytester, "data.jsonl")  # run 2: another dataset
+    _examples(pytester, broken=frozenset(range(12)))
+    result = _run(pytester, "tasks.jsonl", "--llm-baseline=last", "--llm-fail-on-regression")
+    assert result.ret == EXIT_REGRESSION
+    result.stdout.fnmatch_lines(
+        [
+            "baseline: last (history run 1)",
+            "passed over run 2: another dataset (task ids or content differ)",
+        ],
+        consecutive=False,
+    )
+    # A changed task (not its reference solution) is another dataset too.
+    tasks = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    tasks[0]["prompt"] += " Please."
+    write_dataset(pytester, tasks, name="tasks")
+    changed = _run(pytester, "tasks.jsonl", "--llm-baseline=last", "--llm-fail-on-regression")
+    assert changed.ret == EXIT_UNDECIDED
+    changed.stdout.fnmatch_lines(["passed over run 1: another dataset*"], consecutive=False)
+
+
+def _corrupt(db: Path) -> None:
+    db.write_bytes(b"this is not a database" * 200)
+
+
+def _newer(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"), [(_corrupt, "*not a database*"), (_newer, "*version 99 history*")]
+)
+def test_an_unreadable_history_fails_the_gate(
+    pytester: pytest.Pytester, damage: Callable[[Path], None], said: str
+) -> None:
+    _examples(pytester)
+    _run(pytester).assert_outcomes(passed=47)
+    damage(pytester.path / ".llmtool" / "history.db")
+    _examples(pytester, broken=frozenset(range(30)))
+    result = _run(
+        pytester, "--llm-baseline=last", "--llm-fail-on-regression", "--llm-allow-missing-baseline"
+    )
+    # Never "no earlier run", even where a missing baseline would pass.
+    assert result.ret == EXIT_UNDECIDED
+    result.stdout.fnmatch_lines(
+        [f"llmtool gate: nothing compared: the run history cannot be read: {said}(exit status 7)"]
+    )
+
+
+def test_a_baseline_sharing_no_task_fails_the_gate(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    _run(pytester, "data.jsonl", "--llm-report=other")
+    _examples(pytester)
+    result = _run(
+        pytester, "tasks.jsonl", "--llm-baseline=other/report.json", "--llm-fail-on-regression"
+    )
+    assert result.ret == EXIT_UNDECIDED
+    result.stdout.fnmatch_lines(
+        ["llmtool gate: nothing compared: no shared scored tasks with the baseline for oracle*"]
+    )
+
+
+def test_fewer_shared_tasks_than_the_run_has_are_stated(pytester: pytest.Pytester) -> None:
+    tasks = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    write_dataset(pytester, tasks[:10], name="tasks")
+    _run(pytester, "--llm-report=before")
+    write_dataset(pytester, tasks, name="tasks")
+    result = _run(pytester, "--llm-baseline=before/report.json")
+    result.stdout.fnmatch_lines(
+        ["oracle: compared 10 of this run's 47 tasks (37 not in the baseline*"],
+        consecutive=False,
+    )
 
 
 def test_errors_are_not_hidden_by_the_gate(pytester: pytest.Pytester) -> None:
@@ -261,6 +392,9 @@ def test_an_interrupted_run_keeps_its_exit_status(pytester: pytest.Pytester, dat
         (["--llm-baseline=nothere.json"], "*--llm-baseline: cannot read *nothere.json*"),
         (["--llm-baseline=7"], "*--llm-baseline: no run history at *history.db*"),
         (["--llm-baseline=last", "--llm-history=off"], "*which --llm-history=off disables*"),
+        # Once an INTERNALERROR (an int too large for SQLite), and a traceback.
+        (["--llm-baseline=99999999999999999999999"], "*--llm-baseline: no run history at*"),
+        (["--llm-baseline=²"], "*--llm-baseline: cannot read *²: *No such file*"),
     ],
 )
 def test_bad_baseline_options_are_usage_errors(
@@ -289,3 +423,71 @@ def test_a_baseline_from_a_copied_report(pytester: pytest.Pytester, dataset: Pat
     shutil.copy(pytester.path / "out" / "report.json", pytester.path / "base.json")
     result = _run(pytester, "--llm-baseline=base.json", "--llm-history=off")
     result.stdout.fnmatch_lines(["baseline: */base.json (*/base.json)", "oracle*3*no detectable*"])
+
+
+# --------------------------------------------------------------------------- --llm-fail-under
+
+
+def test_threshold_specs_parse_and_bad_ones_are_refused() -> None:
+    plain = Threshold.parse("pass_rate=0.8")
+    assert (plain.metric, plain.value, plain.upper, plain.model) == ("pass_rate", 0.8, False, None)
+    scoped = Threshold.parse("weighted_rate[model=haiku,category=json,kind=bash]:upper=75%")
+    assert (scoped.value, scoped.upper) == (0.75, True)
+    assert (scoped.model, scoped.category, scoped.kind) == ("haiku", "json", "bash")
+    for bad in ("pass_rate", "speed=0.5", "pass_rate=1.5", "pass_rate=x", "pass_rate[who=a]=0.5"):
+        with pytest.raises(pytest.UsageError, match="--llm-fail-under"):
+            Threshold.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "line"),
+    [
+        # 2 of 3 scored tasks pass: 66.7%, Wilson [20.8%, 93.9%].
+        (["--llm-fail-under=pass_rate=0.5"], 0, "*every --llm-fail-under threshold met (1)*"),
+        (
+            ["--llm-fail-under=pass_rate=0.8"],
+            8,
+            "*below --llm-fail-under: oracle: pass_rate 66.7%*",
+        ),
+        (["--llm-fail-under=pass_rate:upper=0.8"], 0, "*threshold met*"),
+        (["--llm-fail-under=pass_rate:upper=0.95"], 8, "*pass_rate upper bound 93.9%*"),
+        # Repeatable; one scope passes (text: beta passes, gamma fails), one fails.
+        (
+            [
+                "--llm-fail-under=pass_rate[category=files]=1",
+                "--llm-fail-under=pass_rate[category=text]=0.6",
+            ],
+            8,
+            "*below --llm-fail-under: oracle category text: pass_rate 50.0%*",
+        ),
+        (["--llm-fail-under=pass_rate[category=none]=0.5"], 7, "*nothing to judge: oracle*"),
+        (["--llm-fail-under=pass_rate[model=nop]=0.5"], 7, "*nothing to judge: nop*"),
+    ],
+)
+def test_fail_under_judges_each_model(
+    pytester: pytest.Pytester, dataset: Path, args: list[str], status: int, line: str
+) -> None:
+    result = _run(pytester, *args, "--llm-history=off")
+    assert result.ret == status
+    result.stdout.fnmatch_lines([line])
+
+
+def test_a_bad_threshold_is_a_usage_error(pytester: pytest.Pytester, dataset: Path) -> None:
+    result = _run(pytester, "--llm-fail-under=pass_rate=2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-fail-under: 'pass_rate=2': the value must be within*"])
+
+
+def test_a_baseline_of_a_newer_schema_or_a_run_id_too_large_is_refused(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    _run(pytester, "--llm-report=out")
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    (pytester.path / "future.json").write_text(json.dumps({**report, "schema_version": 999}))
+    result = _run(pytester, "--llm-baseline=future.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*future.json is a schema 999 report; this pytest-llmtool*"])
+    result = _run(pytester, "--llm-baseline=99999999999999999999999")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-baseline: no run 99999999999999999999999 in *"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

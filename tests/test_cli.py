@@ -8,6 +8,7 @@ only: 1/4. Wilson 95% for 2/3: centre (2/3 + 1.96^2/6) / (1 + 1.96^2/3) = 0.5640
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,43 @@ def test_the_installed_command(db: Path, pytester: pytest.Pytester) -> None:
     )
     assert table.returncode == 0
     assert len(table.stdout.splitlines()) == 4  # header, run 1 nop and oracle, run 2 nop
+
+
+@pytest.mark.parametrize("run", ["99999999999999999999999", "²", "-1"])
+def test_a_run_id_that_cannot_be_is_one_line(
+    db: Path, run: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        code = main(["history", "show", run, "--db", str(db)])
+        raise SystemExit(code)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(("llmtool: no run", "llmtool history show: error:"))
+
+
+def test_a_damaged_history_row_is_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET models = '[[[', report = '{\"no' WHERE id = 2")
+    for argv in (["history", "list"], ["history", "show", "2"]):
+        assert main([*argv, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("llmtool: ") and err.count("\n") == 1 and "run 2 is damaged" in err
+
+
+def test_readers_take_no_write_lock(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A writer holds the write lock (as a run finishing does): a reader does not wait for it.
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert main(["history", "list", "--db", str(db)]) == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    capsys.readouterr()
+    # And a read-only directory can be read (only a test when not run as root).
+    db.parent.chmod(0o555)
+    try:
+        assert main(["history", "list", "--db", str(db)]) == 0
+        assert "oracle" in capsys.readouterr().out
+    finally:
+        db.parent.chmod(0o755)

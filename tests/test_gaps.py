@@ -454,3 +454,37 @@ def test_unreadable_records_are_one_line_errors(
         assert main(["gaps", str(path), "--out", str(tmp_path / "g")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("llmtool: ") and err.count("\n") == 1
+
+
+def _deep(path: Path) -> Path:
+    """JSON nested deeper than Python's parser recurses."""
+    path.write_text('{"metadata": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    return path
+
+
+def test_hostile_records_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps({"schema_version": 999, "metadata": {}}))
+    for path, said in (
+        (_deep(tmp_path / "deep.json"), "nested too deeply"),
+        (future, "schema 999"),
+    ):
+        assert main(["gaps", str(path), "--out", str(tmp_path / "g")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("llmtool: ") and err.count("\n") == 1 and said in err
+
+
+def test_llm_gaps_from_hostile_json_is_a_note_and_the_reports_are_written(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    _deep(pytester.path / "deep.json")
+    result = pytester.runpytest("--llm-gaps=g", "--llm-gaps-from=deep.json", "--llm-report=out")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*llmtool eval summary*", "gaps: --llm-gaps-from not replayed: *nested too deeply*"],
+        consecutive=False,
+    )
+    assert (pytester.path / "g" / "gaps.json").is_file()
+    assert (pytester.path / "out" / "report.json").is_file()

@@ -98,7 +98,7 @@ def test_load_report_by_id_and_last(pytester: pytest.Pytester, dataset: Path) ->
     run_id, report = history.load_report(_db(pytester), "last")
     assert (run_id, [m.name for m in report.metadata.models]) == (2, ["nop"])
     assert history.load_report(_db(pytester), 1)[1].metadata.models[0].name == "oracle"
-    assert history.latest_run(_db(pytester), ["oracle"], ["bash"]) == 1
+    assert history.latest_run(_db(pytester), ["oracle"]) == 1
     with pytest.raises(history.HistoryError, match="no run 3 in"):
         history.load_report(_db(pytester), 3)
 
@@ -118,8 +118,99 @@ def test_a_database_from_a_newer_plugin_is_refused(
     assert (pytester.path / "out" / "report.json").is_file()
 
 
-def test_an_empty_database_file_is_migrated_to_the_current_version(tmp_path: Path) -> None:
+def test_an_empty_database_file_reads_as_empty_and_is_left_as_it_is(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     sqlite3.connect(db).close()  # version 0: no tables
     assert history.runs(db) == []
+    # A reader writes nothing; the first run recorded migrates it.
+    assert _query(db, "SELECT name FROM sqlite_master") == []
+
+
+# --------------------------------------------------------------------------- partial runs
+
+EXAMPLES = Path(__file__).parents[1] / "examples" / "bash_tasks.jsonl"
+
+
+def _stop_after(pytester: pytest.Pytester, items: int) -> None:
+    """A conftest that interrupts the run (as Ctrl-C would) when item `items + 1` starts."""
+    pytester.makeconftest(
+        f"""
+        started = []
+        def pytest_runtest_setup(item):
+            started.append(item)
+            if len(started) > {items}:
+                raise KeyboardInterrupt
+        """
+    )
+
+
+def test_a_partial_run_says_so_first_everywhere_and_a_resume_replaces_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    write_dataset(pytester, tasks[:40], name="tasks")
+    _stop_after(pytester, 4)
+    result = pytester.runpytest("--llm-report=out", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    partial = "PARTIAL: 4 of 40 items ran (interrupted)"
+    # The first line of the summary, before any figure.
+    summary = result.stdout.lines.index(next(x for x in result.stdout.lines if "eval summary" in x))
+    assert result.stdout.lines[summary + 1] == partial
+    result.stdout.fnmatch_lines(["Item time (summed)*", "Wall time * s (this session)"])
+    text = (pytester.path / "out" / "report.json").read_text()
+    report = json.loads(text)
+    assert list(report)[:2] == ["schema_version", "partial"]
+    assert report["partial"] == partial
+    meta = report["metadata"]
+    assert (meta["collected"], meta["ran"], meta["complete"]) == (40, 4, False)
+    assert meta["stopped"] == "interrupted" and meta["wall_s"] > 0
+    markdown = (pytester.path / "out" / "report.md").read_text().splitlines()
+    assert markdown[2] == f"**{partial}**"
+    assert history.runs(_db(pytester))[0]["complete"] is False
+    assert history.show(_db(pytester), 1)["partial"] == partial
+    from pytest_llmtool.cli import main
+
+    assert main(["history", "list", "--db", str(_db(pytester))]) == 0
+    assert "4 PARTIAL" in capsys.readouterr().out
+    # Resumed to the end: one complete run in the history, in place of the partial one.
+    (pytester.path / "conftest.py").unlink()
+    resumed = pytester.runpytest("--llm-report=out", "--llm-resume")
+    assert resumed.ret == pytest.ExitCode.OK
+    runs = history.runs(_db(pytester))
+    assert [(r["items"], r["complete"]) for r in runs] == [(40, True)]
+    assert json.loads((pytester.path / "out" / "report.json").read_text())["partial"] is None
+    # A resume that has nothing left to run replaces it again rather than adding one.
+    pytester.runpytest("--llm-report=out", "--llm-resume")
+    assert len(history.runs(_db(pytester))) == 1
+
+
+def test_an_interrupt_before_any_item_finished_still_writes_the_reports(
+    pytester: pytest.Pytester,
+) -> None:
+    write_dataset(pytester, TASKS)
+    _stop_after(pytester, 0)
+    result = pytester.runpytest("--llm-report=out", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert report["partial"] == "PARTIAL: 0 of 4 items ran (interrupted)"
+    assert report["results"] == []
+    assert "PARTIAL: 0 of 4 items ran" in (pytester.path / "out" / "report.md").read_text()
+
+
+def test_a_version_1_database_is_read_as_it_is_and_migrated_by_the_next_run(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    db = _db(pytester)
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        history._v1(conn)
+        conn.execute("UPDATE schema_version SET version = 1")
+    assert history.latest_complete(db, ["oracle"], {"bash": "x"}) == (None, [])
+    assert history.runs(db) == []
+    pytester.runpytest()
     assert _query(db, "SELECT version FROM schema_version") == [(history.VERSION,)]
+    # A run recorded before runs carried these is never taken for `last`.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET complete = NULL, fingerprint = NULL")
+    result = pytester.runpytest("--llm-baseline=last")
+    result.stdout.fnmatch_lines(["passed over run 1: recorded without a dataset fingerprint"])

@@ -57,7 +57,7 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
         return value
 
     stripped: dict[str, Any] = strip(report)
-    for key in ("started", "finished", "command_line"):
+    for key in ("started", "finished", "command_line", "wall_s", "resumed"):
         del stripped["metadata"][key]
     return stripped
 

@@ -157,6 +157,9 @@ def assert_interrupted_with_fast_results(project: Project, proc: subprocess.Pope
     assert proc.wait(timeout=WAIT_SECONDS) == pytest.ExitCode.INTERRUPTED, project.log.read_text()
     report = project.report()
     assert report["metadata"]["exit_status"] == pytest.ExitCode.INTERRUPTED
+    assert (
+        report["partial"] == f"PARTIAL: {len(FAST)} of {len(FAST + SLOW)} items ran (interrupted)"
+    )
     assert sorted(s["scenario"] for s in report["scenarios"]) == list(FAST)
     assert all(s["evaluation"]["outcome"] == "pass" for s in report["scenarios"])
     cases = ET.parse(project.root / "junit.xml").getroot().iter("testcase")
@@ -204,6 +207,21 @@ def test_sigterm_ends_an_xdist_run_and_its_workers(project: Project, target: str
     proc.send_signal(signal.SIGTERM)
     assert_interrupted_with_fast_results(project, proc)
     assert not workers & set(processes()), "a worker outlived the controller"
+
+
+@linux_only
+def test_sigterm_before_any_item_finished_still_writes_the_reports(project: Project) -> None:
+    proc = project.start("--llm-report=out", "--llm-sandbox=none", "-W", "ignore", "-k", "slow")
+    wait_for("the slow commands", lambda: len(sleepers(project.token)) == len(SLOW), project.log)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=WAIT_SECONDS) == pytest.ExitCode.INTERRUPTED, project.log.read_text()
+    report = project.report()
+    assert report["partial"] == f"PARTIAL: 0 of {len(SLOW)} items ran (interrupted)"
+    assert report["scenarios"] == []
+    markdown = (project.root / "out" / "report.md").read_text()
+    assert f"**PARTIAL: 0 of {len(SLOW)} items ran (interrupted)**" in markdown
+    assert "PARTIAL: 0 of" in project.log.read_text()
+    wait_for("the slow commands to be gone", lambda: not sleepers(project.token))
 
 
 @linux_only

@@ -172,4 +172,8 @@ def metadata_lines(meta: RunMetadata) -> list[str]:
         ("Command line", " ".join(["pytest", *meta.command_line])),
         ("Started, finished", f"{meta.started}, {meta.finished} (exit status {meta.exit_status})"),
     ]
-    return [f"- **{name}**: {text(value)}" for name, value in rows]
+    if meta.wall_s is not None:
+        rows.append(("Wall time", f"{meta.wall_s:.1f} s (this session)"))
+    partial = meta.partial_line()
+    first = [f"**{text(partial)}**", ""] if partial else []
+    return [*first, *(f"- **{name}**: {text(value)}" for name, value in rows)]

@@ -32,7 +32,7 @@ def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
-    lines: list[str] = []
+    lines: list[str] = [report.partial, ""] if report.partial else []
     for kind in kinds:
         section = kind.terminal_lines(report)
         if section:
@@ -46,7 +46,13 @@ def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
     if report.budget is not None:
         lines += ["", report.budget.line()]
+    if report.metadata.wall_s is not None:
+        lines += ["", f"Wall time {_seconds(report.metadata.wall_s)} (this session)"]
     return lines
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
 
 
 def comparison_lines(report: EvalReport) -> list[str]:

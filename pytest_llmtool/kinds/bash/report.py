@@ -50,7 +50,7 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
                 for s in by_model.values()
             ],
         ),
-        ("Duration", [_duration(s.total_duration_ms) for s in by_model.values()]),
+        ("Item time (summed)", [_duration(s.total_duration_ms) for s in by_model.values()]),
     ]
     summaries = list(by_model.values())
     if any(s.total_input_tokens for s in summaries):
