@@ -81,8 +81,8 @@ def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "llm(model, category, kind, tier, tag): set by pytest-llmtool on its items "
-        "(select with -m \"llm(category='x')\")",
+        "llm(model, category, mode, difficulty, kind, tier, tag): set by pytest-llmtool on "
+        "its items (select with -m \"llm(category='x')\")",
     )
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     worker = HostsWorker(workerinput) if workerinput is not None else None

@@ -413,6 +413,20 @@ class ScriptingMetrics(BaseModel):
         return sum(1 for i in self.invocations if i.kind == "discover")
 
 
+class GenerateMetrics(BaseModel):
+    """A generate-mode task (bashkit-eval): one reply, its script extracted and run once."""
+
+    script_found: bool
+    extracted: Literal["fenced", "raw"] | None = None
+    script_bytes: int = 0
+    exit_code: int | None = None
+    timed_out: bool = False
+    generate_ms: float = 0.0
+    exec_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class TaskResult(ItemResult):
     """One bash task item's outcome: which task, how it scored and what the agent did."""
 
@@ -420,8 +434,13 @@ class TaskResult(ItemResult):
     category: str
     score: TaskScore
     trace: AgentTrace
+    # bashkit-eval's task tags since 2026 (`agent`/`runtime`/`generate`, `basic`/`repo`/`hard`).
+    mode: str = "agent"
+    difficulty: str = "basic"
     # Scripting-tool tasks only: the mode and what upstream records of such a run.
     scripting: ScriptingMetrics | None = None
+    # Generate-mode tasks only.
+    generate: GenerateMetrics | None = None
 
     @property
     def passed(self) -> bool:
@@ -492,6 +511,18 @@ class HealthCriterion(BaseModel):
     met: bool
 
 
+class GenerateSummary(BaseModel):
+    """Generate-mode tasks: how often the one reply held a script, and how often that first
+    script passed every check (with its 95% interval over tasks)."""
+
+    tasks: int = 0
+    scripts_found: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    pass_rate_ci: Interval | None = None
+    timed_out: int = 0
+
+
 class EvalSummary(BaseModel):
     total_tasks: int = 0
     total_passed: int = 0
@@ -519,6 +550,12 @@ class EvalSummary(BaseModel):
     avg_duration_ms: float = 0.0
     errors: int = 0
     by_category: dict[str, CategorySummary] = Field(default_factory=dict)
+    # bashkit-eval's other task tags, as `by_category` (`agent`/`runtime`/`generate`;
+    # `basic`/`repo`/`hard`).
+    by_mode: dict[str, CategorySummary] = Field(default_factory=dict)
+    by_difficulty: dict[str, CategorySummary] = Field(default_factory=dict)
+    # Generate-mode tasks: the first (and only) script's success.
+    generate: GenerateSummary | None = None
     # 95% intervals of `pass_rate`, `overall_rate` and `tool_call_success_rate` (same
     # estimates); None with nothing to rate.
     pass_rate_ci: Interval | None = None
@@ -838,6 +875,8 @@ class RunMetadata(BaseModel):
     pytest: str
     python: str
     bashkit: str | None = None
+    # The runtimes every bash task's sandbox offers, and what each one is.
+    bashkit_runtimes: dict[str, str] = Field(default_factory=dict)
     sdks: dict[str, str] = Field(default_factory=dict)
     models: list[ModelInfo]
     max_turns: int

@@ -33,6 +33,7 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
 from pytest_llmtool.redact import redact_report, redactor
 from pytest_llmtool.report import Writer
+from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
 from pytest_llmtool.state import STATE_KEY
 from pytest_llmtool.store import ResultStore
@@ -268,6 +269,7 @@ class Controller:
             pytest=pytest.__version__,
             python=platform.python_version(),
             bashkit=_version("bashkit"),
+            bashkit_runtimes=dict(RUNTIMES),
             sdks={name: v for name in ("anthropic", "openai") if (v := _version(name))},
             models=[
                 ModelInfo(name=m.name, provider=m.provider, model_id=m.model_id)

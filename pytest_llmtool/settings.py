@@ -151,6 +151,13 @@ OPTIONS = (
         "llm_retry_backoff", "S", "2", "first retry delay when the server gives no Retry-After"
     ),
     OptionDef(
+        "llm_solutions",
+        "PATH",
+        "",
+        "a reference-solutions file ({id, steps} lines) for the oracle, besides the "
+        "*solutions.jsonl files found next to each dataset",
+    ),
+    OptionDef(
         "llm_judge_model",
         "NAME",
         "",
@@ -400,6 +407,7 @@ class Settings:
     resume: Path | bool = False
     # --llm-gaps: where the gap report goes; --llm-gaps-from: recorded runs to replay.
     gaps: Path | None = None
+    solutions: Path | None = None
     gaps_from: tuple[Path, ...] = ()
     # --llm-tool-mode: the modes scripting-tool tasks run in, each its own item.
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
@@ -513,6 +521,7 @@ class Settings:
             fail_under=tuple(_raw(config, "llm_fail_under")[0].split()),
             resume=_resume(config),
             gaps=_path(config, "llm_gaps"),
+            solutions=_path(config, "llm_solutions"),
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
         )

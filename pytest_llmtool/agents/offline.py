@@ -26,6 +26,10 @@ class OracleAgent:
             done = Message(role="assistant", content=[TextBlock(text="Done.")])
             return ChatResponse(message=done, stop=True)
         given = self.solution[step]
+        if not request.tools:  # generate mode: the one script, as a model would write it
+            script = "\n".join(s for s in self.solution if isinstance(s, str))
+            reply = Message(role="assistant", content=[TextBlock(text=f"```bash\n{script}\n```")])
+            return ChatResponse(message=reply, stop=True)
         if isinstance(given, str):
             name, arguments = request.tools[0].name, {"commands": given}
         else:

@@ -14,3 +14,11 @@ class SandboxError(Exception):
 
 class Sandbox(FileView, Protocol):
     async def run(self, commands: str) -> ToolCallResult: ...
+
+
+# The runtimes every bash task's sandbox has, as the installed bashkit offers them (its Python
+# package has no `git`, which upstream's Rust harness builds in). Part of the run record.
+RUNTIMES = {
+    "python3": "bashkit's embedded Python (Monty): a restricted subset, not CPython",
+    "sqlite3": "bashkit's embedded SQLite",
+}

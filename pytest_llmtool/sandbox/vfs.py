@@ -25,17 +25,22 @@ MAX_LOOP_ITERATIONS = 10_000
 CALL_TIMEOUT_SECONDS = 30.0
 
 
+_SQLITE_PROMPT = " sqlite3: embedded SQLite (sqlite3 DB 'SQL'); no network."
+
+
 @cache
 def bash_tool() -> tuple[ToolSpec, str]:
-    """The `bash` tool definition and default system prompt, as bashkit describes them."""
-    tool = BashTool(username=USERNAME, hostname=HOSTNAME)
+    """The `bash` tool definition and default system prompt, as bashkit describes them for
+    a sandbox with its Python (`BashTool` has no SQLite switch: its prompt gains a line)."""
+    tool = BashTool(username=USERNAME, hostname=HOSTNAME, python=True)
     schema = tool.input_schema()
+    description = f"{tool.description()}, sqlite3"
     spec = ToolSpec(
         name="bash",
-        description=tool.description(),
+        description=description,
         input_schema=json.loads(schema) if isinstance(schema, str) else schema,
     )
-    return spec, tool.system_prompt()
+    return spec, tool.system_prompt() + _SQLITE_PROMPT
 
 
 class VfsSandbox:
@@ -48,8 +53,10 @@ class VfsSandbox:
         self,
         files: dict[str, str],
         builtins: Mapping[str, Callable[[BuiltinContext], BuiltinResult]] | None = None,
+        timeout_seconds: float = CALL_TIMEOUT_SECONDS,
     ) -> None:
         self._files = files
+        self._timeout = timeout_seconds
         self._builtins = dict(builtins) if builtins else None
         self._instance: Bash | None = None
 
@@ -64,12 +71,44 @@ class VfsSandbox:
                     profile=ExecutionProfile.Interactive,
                     max_commands=MAX_COMMANDS,
                     max_loop_iterations=MAX_LOOP_ITERATIONS,
-                    timeout_seconds=CALL_TIMEOUT_SECONDS,
+                    timeout_seconds=self._timeout,
                     custom_builtins=self._builtins,
+                    python=True,
+                    sqlite=True,
                 )
             except Exception as exc:
                 raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc
         return self._instance
+
+    def fresh_shell(self) -> VfsSandbox:
+        """A new sandbox holding this one's files and nothing of its shell (functions,
+        aliases, variables, options, cwd): where a task's `verify` runs."""
+        other = VfsSandbox({}, self._builtins, self._timeout)
+        source, target = self._bash.fs(), other._bash.fs()
+
+        def copy(folder: str) -> None:
+            for entry in source.read_dir(folder):
+                path = f"{folder.rstrip('/')}/{entry['name']}"
+                kind = entry["metadata"]["file_type"]
+                if path in ("/proc", "/dev"):
+                    continue
+                if kind == "directory":
+                    if not target.exists(path):
+                        target.mkdir(path, True)
+                    copy(path)
+                elif kind == "symlink":
+                    target.symlink(source.read_link(path), path)
+                else:
+                    data = source.read_file(path)
+                    if not (target.exists(path) and target.read_file(path) == data):
+                        target.write_file(path, data)
+                        target.chmod(path, entry["metadata"]["mode"])
+
+        try:
+            copy("/")
+        except Exception as exc:
+            raise SandboxError(f"cannot copy the task's files to a fresh shell: {exc}") from exc
+        return other
 
     async def run(self, commands: str) -> ToolCallResult:
         try:

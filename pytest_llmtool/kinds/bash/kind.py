@@ -10,6 +10,7 @@ its modes compared per model by `tool_modes.py`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,12 +22,22 @@ from pytest_llmtool.agents.base import NamedWork, ToolSpec
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
+from pytest_llmtool.kinds.bash.phases import (
+    GENERATE_SECONDS,
+    generate,
+    no_script,
+    run_setup,
+    run_verify,
+)
 from pytest_llmtool.kinds.bash.scripting import ScriptingSession
+from pytest_llmtool.kinds.bash.solutions import SUFFIX as SOLUTIONS
+from pytest_llmtool.kinds.bash.solutions import Solutions, is_solutions_file
 from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
     ErrorRecord,
     EvalReport,
+    GenerateMetrics,
     LLMCallMetrics,
     ScoreResult,
     TaskResult,
@@ -34,7 +45,7 @@ from pytest_llmtool.records import (
     ToolMode,
 )
 from pytest_llmtool.report import fragments
-from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
+from pytest_llmtool.sandbox.vfs import CALL_TIMEOUT_SECONDS, VfsSandbox, bash_tool
 
 if TYPE_CHECKING:
     from pytest_llmtool.budget import Budget
@@ -60,23 +71,74 @@ def failure_message(score: TaskScore, trace_line: str) -> str:
     return "\n".join(lines)
 
 
+def _folder_ids(folder: Path, patterns: tuple[str, ...]) -> set[str]:
+    """The task ids of every dataset in `folder` (what its solutions files may name)."""
+    ids: set[str] = set()
+    for path in folder.glob("*.jsonl"):
+        if is_solutions_file(path) or not any(path.match(p) for p in patterns):
+            continue
+        with path.open("rb") as stream:
+            for raw in stream:
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("id"), str):
+                    ids.add(record["id"])
+    return ids
+
+
 class BashKind(Kind[Task, TaskResult]):
     name = "bash"
     result_type = TaskResult
     report_keys = frozenset({"summary", "by_model", "results", "tool_modes"})
 
+    def __init__(self) -> None:
+        self._patterns: tuple[str, ...] = ()
+        self._explicit: Path | None = None
+        self._solutions: dict[Path, Solutions] = {}
+
     def recognises(self, path: Path, state: RunState) -> bool:
         patterns = state.settings.dataset_patterns
+        self._patterns, self._explicit = patterns, state.settings.solutions
         return (
             path.suffix == ".jsonl"
             and any(path.match(p) for p in patterns)
-            and looks_like_dataset(path)
+            and (is_solutions_file(path) or looks_like_dataset(path))
         )
 
+    def _folder_solutions(self, folder: Path) -> Solutions:
+        """The references of a folder's solutions files (and `--llm-solutions`), read once."""
+        found = self._solutions.get(folder)
+        if found is None:
+            found = self._solutions[folder] = Solutions()
+            files = sorted(p for p in folder.glob(f"*{SOLUTIONS}") if p.is_file())
+            for path in files:
+                found.read(path)
+            if files:
+                found.orphans(_folder_ids(folder, self._patterns))
+            if self._explicit is not None and self._explicit.parent.resolve() != folder.resolve():
+                found.read(self._explicit)
+        return found
+
     def load(self, path: Path) -> Iterator[tuple[int, Task | Problem]]:
+        solutions = self._folder_solutions(path.parent)
+        if is_solutions_file(path):  # never a dataset: only what is wrong with it
+            for lineno, message in solutions.problems.get(path, []):
+                yield lineno, Problem(message, lineno)
+            return
         for lineno, entry in load_dataset(path):
             if isinstance(entry, LineProblem):
                 yield lineno, Problem(entry.message, entry.lineno)
+            elif solutions.by_id and entry.tools is None:
+                inline = list(entry.solution) if isinstance(entry.solution, list) else None
+                steps = solutions.reference(entry.id, inline, f"{path.name}:{lineno}")
+                if isinstance(steps, str):
+                    yield lineno, Problem(steps, lineno)
+                elif steps and steps != inline:
+                    yield lineno, entry.model_copy(update={"solution": steps})
+                else:
+                    yield lineno, entry
             else:
                 yield lineno, entry
 
@@ -95,7 +157,11 @@ class BashKind(Kind[Task, TaskResult]):
     def markers(
         self, work: Task, state: RunState, config: pytest.Config
     ) -> list[pytest.MarkDecorator]:
-        return state.data_markers("category", work.category, config)
+        return [
+            *state.data_markers("category", work.category, config),
+            *state.data_markers("mode", work.mode, config),
+            *state.data_markers("difficulty", work.difficulty, config),
+        ]
 
     def skip_reason(self, work: Task, model: ModelSpec, state: RunState) -> str | None:
         # A scripting-tool task's solution gives both modes or none: either mode can stand in.
@@ -106,24 +172,37 @@ class BashKind(Kind[Task, TaskResult]):
         mode: ToolMode | None = item.variant.detail
         session = ScriptingSession(task, mode) if mode is not None else None
         tools: list[ToolSpec]
+        generated: GenerateMetrics | None = None
         if session is not None:
             sandbox, tools, default_system = session.sandbox, session.tools, session.system
         else:
             tool, default_system = bash_tool()
-            sandbox, tools = VfsSandbox(task.files), [tool]
-        trace = await run_agent_loop(
-            item.model.create(NamedWork(task.id, task.steps(mode)), item.trial),
-            sandbox,
-            prompt=task.prompt,
-            system=task.system or default_system,
-            tools=tools,
-            max_turns=state.settings.max_turns,
-            price=item.model.price,
-            budget=state.budget,
-            run_tool=session.run if session is not None else None,
-        )
+            timeout = GENERATE_SECONDS if task.mode == "generate" else CALL_TIMEOUT_SECONDS
+            sandbox, tools = VfsSandbox(task.files, timeout_seconds=timeout), [tool]
+        if task.setup:
+            await run_setup(sandbox, task.setup)
+        agent = item.model.create(NamedWork(task.id, task.steps(mode)), item.trial)
+        if task.mode == "generate":
+            trace, generated = await generate(
+                agent, sandbox, task, price=item.model.price, budget=state.budget
+            )
+        else:
+            trace = await run_agent_loop(
+                agent,
+                sandbox,
+                prompt=task.prompt,
+                system=task.system or default_system,
+                tools=tools,
+                max_turns=task.max_turns or state.settings.max_turns,
+                price=item.model.price,
+                budget=state.budget,
+                run_tool=session.run if session is not None else None,
+            )
+        checked = await run_verify(sandbox, task.verify) if task.verify else sandbox
         checks = task.checks()
-        score = score_task(task.id, checks, trace, sandbox)
+        score = score_task(task.id, checks, trace, checked)
+        if generated is not None and not generated.script_found:
+            score = no_script(score)
         judge_calls: list[LLMCallMetrics] = []
         if any(check.kind == "llm_judge" for check, _ in checks):
             judge = state.judge_named(state.settings.judge_model)
@@ -140,7 +219,10 @@ class BashKind(Kind[Task, TaskResult]):
             score=score,
             trace=trace,
             judge_calls=judge_calls,
+            mode=task.mode,
+            difficulty=task.difficulty,
             scripting=session.metrics() if session is not None else None,
+            generate=generated,
         )
 
     def properties(self, result: TaskResult) -> list[tuple[str, object]]:

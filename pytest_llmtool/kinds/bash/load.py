@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -58,6 +58,15 @@ class Task(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     expectations: list[Expectation]
     system: str | None = None
+    # bashkit-eval since 2026: how the model works (`agent`: bash is its tool; `runtime`: the
+    # same with python3/sqlite3 and state across calls; `generate`: one reply, one script),
+    # a difficulty tag, the task's own turn budget, and shell scripts run before the agent
+    # (`setup`) and after it in a fresh shell (`verify`, its output in /.eval/verify.out).
+    mode: Literal["agent", "runtime", "generate"] = "agent"
+    difficulty: Literal["basic", "repo", "hard"] = "basic"
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    setup: str | None = None
+    verify: str | None = None
     solution: list[str] | ToolSolution | None = None
     # Scripting-tool tasks: the mock tools, run in each `--llm-tool-mode` (`scripting.py`).
     tools: list[MockTool] | None = Field(default=None, min_length=1)
@@ -88,6 +97,16 @@ class Task(BaseModel):
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _generate_fits(self) -> Task:
+        if self.mode != "generate":
+            return self
+        if self.tools is not None:
+            raise ValueError("mode: a generate task has no tools (one reply, one script)")
+        if isinstance(self.solution, list) and len(self.solution) > 1:
+            raise ValueError("solution: a generate task's reference is one script")
+        return self
 
     @model_validator(mode="after")
     def _tools_fit(self) -> Task:

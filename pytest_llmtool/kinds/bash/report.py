@@ -102,17 +102,42 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
     return ["Metric", *models], [[name, *values] for name, values in metrics]
 
 
-def category_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
-    """Category rate per model, with passed/tasks beside each rate."""
-    categories = sorted({c for s in by_model.values() for c in s.by_category})
+def category_rows(
+    by_model: dict[str, EvalSummary], field: str = "category"
+) -> tuple[list[str], list[list[str]]]:
+    """Category (or mode, or difficulty) rate per model, with passed/tasks beside each."""
+    groups = {m: getattr(s, f"by_{field}") for m, s in by_model.items()}
+    names = sorted({c for g in groups.values() for c in g})
     rows = []
-    for name in categories:
+    for name in names:
         cells = []
-        for summary in by_model.values():
-            c = summary.by_category.get(name)
+        for own in groups.values():
+            c = own.get(name)
             cells.append(f"{c.rate:.0%} ({c.passed}/{c.tasks}) {bounds(c.rate_ci)}" if c else "-")
         rows.append([name, *cells])
-    return ["Category", *by_model], rows
+    return [field.capitalize(), *by_model], rows
+
+
+def tag_fields(by_model: dict[str, EvalSummary]) -> list[str]:
+    """The task tags worth a table: mode and difficulty, when a dataset uses them (an older
+    dataset's tasks are all `agent` and `basic`, and its tables stay as they were)."""
+    found = []
+    for field, default in (("mode", "agent"), ("difficulty", "basic")):
+        if any(set(getattr(s, f"by_{field}")) - {default} for s in by_model.values()):
+            found.append(field)
+    return found
+
+
+def generate_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
+    """Generate-mode tasks per model: replies with a script, first-script success."""
+    rows = []
+    for model, s in by_model.items():
+        g = s.generate
+        if g is None:
+            continue
+        rate = f"{g.pass_rate:.0%} ({g.passed}/{g.tasks}) {bounds(g.pass_rate_ci)}"
+        rows.append([model, f"{g.scripts_found}/{g.tasks}", rate, str(g.timed_out)])
+    return ["Generate", "Script found", "First script passed", "Timed out"], rows
 
 
 def report_models(report: EvalReport) -> dict[str, EvalSummary]:
@@ -151,6 +176,11 @@ def terminal_lines(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = format_table(*summary_rows(by_model))
     lines += ["", *format_table(*category_rows(by_model))]
+    for field in tag_fields(by_model):
+        lines += ["", *format_table(*category_rows(by_model, field))]
+    headers, rows = generate_rows(by_model)
+    if rows:
+        lines += ["", *format_table(headers, rows)]
     if _small(by_model):
         lines += [SMALL_NOTE]
     signals = _signals(report, by_model)
@@ -176,6 +206,11 @@ def markdown_summary(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = ["", "## Summary", "", *table(*summary_rows(by_model)), ""]
     lines += ["## By Category", "", *table(*category_rows(by_model)), ""]
+    for field in tag_fields(by_model):
+        lines += [f"## By {field.capitalize()}", "", *table(*category_rows(by_model, field)), ""]
+    headers, rows = generate_rows(by_model)
+    if rows:
+        lines += ["## Generate Mode", "", *table(headers, rows), ""]
     if _small(by_model):
         lines += [markdown_note(SMALL_NOTE), ""]
     signals = [

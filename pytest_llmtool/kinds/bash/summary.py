@@ -15,6 +15,7 @@ from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
     EvalSummary,
+    GenerateSummary,
     HealthCriterion,
     Interval,
     TaskResult,
@@ -55,6 +56,9 @@ class SummaryBuilder:
     def __init__(self, errors: int = 0) -> None:
         self.s = EvalSummary(errors=errors)
         self.categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
+        self.modes: dict[str, CategorySummary] = defaultdict(CategorySummary)
+        self.difficulties: dict[str, CategorySummary] = defaultdict(CategorySummary)
+        self.generate: GenerateSummary | None = None
         self.parts = Groups()
 
     def add(self, r: TaskResult) -> None:
@@ -79,11 +83,21 @@ class SummaryBuilder:
         s.mean_base_context += trace.base_context
         s.mean_context_growth_avg += trace.context_growth_avg
         s.total_duration_ms += trace.duration_ms
-        category = self.categories[r.category]
-        category.tasks += 1
-        category.passed += passed
-        category.score += score.score
-        category.max_score += score.max_score
+        for group in (
+            self.categories[r.category],
+            self.modes[r.mode],
+            self.difficulties[r.difficulty],
+        ):
+            group.tasks += 1
+            group.passed += passed
+            group.score += score.score
+            group.max_score += score.max_score
+        if r.generate is not None:
+            g = self.generate = self.generate or GenerateSummary()
+            g.tasks += 1
+            g.scripts_found += r.generate.script_found
+            g.passed += passed
+            g.timed_out += r.generate.timed_out
         self.parts.add(r)
 
     def build(self) -> EvalSummary:
@@ -97,11 +111,22 @@ class SummaryBuilder:
         s.avg_duration_ms = share(s.total_duration_ms, n)
         s.mean_base_context = share(s.mean_base_context, n)
         s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
-        split = self.parts.by_category()
-        for name, category in self.categories.items():
-            category.rate = weighted_rate(category.score, category.max_score, category.tasks)
-            category.rate_ci, category.pass_rate_ci, _ = split[name].intervals()
+        for field, groups in (
+            ("category", self.categories),
+            ("mode", self.modes),
+            ("difficulty", self.difficulties),
+        ):
+            split = self.parts.split(field)
+            for name, group in groups.items():
+                group.rate = weighted_rate(group.score, group.max_score, group.tasks)
+                group.rate_ci, group.pass_rate_ci, _ = split[name].intervals()
         s.by_category = dict(sorted(self.categories.items()))
+        s.by_mode = dict(sorted(self.modes.items()))
+        s.by_difficulty = dict(sorted(self.difficulties.items()))
+        if self.generate is not None:
+            g = s.generate = self.generate
+            g.pass_rate = share(g.passed, g.tasks)
+            g.pass_rate_ci = self.parts.split("mode")["generate"].intervals()[1]
         s.overall_rate_ci, s.pass_rate_ci, s.tool_call_success_ci = self.parts.intervals()
         s.healthy_profile = healthy_profile(s)
         return s
@@ -111,6 +136,8 @@ class Attempt(NamedTuple):
     """What an interval needs of one attempt at a task."""
 
     category: str
+    mode: str
+    difficulty: str
     score: float
     max_score: float
     passed: bool
@@ -130,16 +157,24 @@ class Groups:
     def add(self, r: TaskResult) -> None:
         s, t = r.score, r.trace
         attempt = Attempt(
-            r.category, s.score, s.max_score, r.passed, t.tool_calls_ok, t.tool_call_count
+            r.category,
+            r.mode,
+            r.difficulty,
+            s.score,
+            s.max_score,
+            r.passed,
+            t.tool_calls_ok,
+            t.tool_call_count,
         )
         self.tasks[attempt_of(r)].append(attempt)
 
-    def by_category(self) -> dict[str, Groups]:
-        """The same attempts split by category (sharing them), when the summary is built."""
+    def split(self, field: str) -> dict[str, Groups]:
+        """The same attempts split by category, mode or difficulty (sharing them), when the
+        summary is built."""
         split: dict[str, Groups] = defaultdict(Groups)
         for task, attempts in self.tasks.items():
             for a in attempts:
-                split[a.category].tasks[task].append(a)
+                split[getattr(a, field)].tasks[task].append(a)
         return split
 
     def intervals(self) -> tuple[Interval | None, Interval | None, Interval | None]:
