@@ -360,17 +360,21 @@ def test_an_upstream_recorded_session_replayed_on_todays_bashkit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = run_cli(capsys, str(RECORDED), "--out", str(tmp_path / "g"))
+    # The sandbox now has bashkit's python3 (every bash task runs with its runtimes).
     assert statuses(report) == {
-        "missing command: python3": (1, 1, "remaining"),
+        "missing command: python3": (1, 0, "fixed"),
         "parse error: awk: invalid assignment target": (2, 0, "fixed"),
     }
     replay = report["replay"]
-    assert replay["fixed"] == ["parse error: awk: invalid assignment target"]
+    assert sorted(replay["fixed"]) == [
+        "missing command: python3",
+        "parse error: awk: invalid assignment target",
+    ]
     assert (replay["attempts"], replay["calls"], replay["not_replayed"]) == (1, 5, [])
     assert replay["sources"][0]["format"] == "bashkit-eval"
     assert replay["dataset_rule"] == "the task embedded in each bashkit-eval result"
     markdown = (tmp_path / "g" / "gaps.md").read_text(encoding="utf-8")
-    assert "**Fixed** (1): `parse error: awk: invalid assignment target`" in markdown
+    assert "**Fixed** (2): `parse error: awk: invalid assignment target`" in markdown
     # The recorded calls alone: classified and ranked, not run.
     recorded = run_cli(capsys, str(RECORDED), "--out", str(tmp_path / "g"), "--no-replay")
     assert recorded["replay"] is None
