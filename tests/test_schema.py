@@ -92,7 +92,7 @@ def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[
         if r["agent"] == "oracle:oracle"
     )
     counts = (len(report["results"]), len(report["scenarios"]), len(report["optimization_results"]))
-    assert (counts, report["errors"]) == ((110, 10, 6), [])
+    assert (counts, report["errors"]) == ((116, 10, 6), [])
     assert set(report["tool_modes"]) == {"oracle", "nop"}
 
 

@@ -110,8 +110,10 @@ def test_build_summary_fields() -> None:
             "healthy_profile": [],
         }
     )
-    for category in summary.by_category.values():
-        category.rate_ci = category.pass_rate_ci = None
+    for groups in (summary.by_category, summary.by_mode, summary.by_difficulty):
+        for category in groups.values():
+            category.rate_ci = category.pass_rate_ci = None
+    whole = CategorySummary(tasks=3, passed=1, score=4.0, max_score=5.5, rate=4.0 / 5.5)
     assert summary == EvalSummary(
         total_tasks=3,
         total_passed=1,
@@ -138,6 +140,8 @@ def test_build_summary_fields() -> None:
                 tasks=2, passed=1, score=3.0, max_score=3.5, rate=3.0 / 3.5
             ),
         },
+        by_mode={"agent": whole},
+        by_difficulty={"basic": whole},
     )
 
 
