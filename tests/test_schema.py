@@ -73,7 +73,8 @@ def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[
         *workers,
     )
     # 50 bash tasks (3 in today's bashkit-eval format), 4 scripting-tool tasks in 2 tool
-    # modes, 5 scenario items (one scenario compares two guidance files) and 3 optimization tasks, each once per model: the oracle
+    # modes, 5 scenario items (one scenario compares two guidance files) and 3 optimization
+    # tasks, each once per model: the oracle
     # replays every reference solution, nop does nothing. nop's speedup is measured: near 1x,
     # but on sub-millisecond benchmarks noise now and then lifts it above the tasks'
     # min_speedup of 1.5, and that item then passes, as its recorded speedup says it should.
