@@ -442,7 +442,7 @@ def test_threshold_specs_parse_and_bad_ones_are_refused() -> None:
 @pytest.mark.parametrize(
     ("args", "status", "line"),
     [
-        # 2 of 3 scored tasks pass: 66.7%, Wilson [20.8%, 93.9%].
+        # 2 of 3 scored tasks pass: 66.7%, Wilson with continuity correction [12.5%, 98.2%].
         (["--llm-fail-under=pass_rate=0.5"], 0, "*every --llm-fail-under threshold met (1)*"),
         (
             ["--llm-fail-under=pass_rate=0.8"],
@@ -450,7 +450,7 @@ def test_threshold_specs_parse_and_bad_ones_are_refused() -> None:
             "*below --llm-fail-under: oracle: pass_rate 66.7%*",
         ),
         (["--llm-fail-under=pass_rate:upper=0.8"], 0, "*threshold met*"),
-        (["--llm-fail-under=pass_rate:upper=0.95"], 8, "*pass_rate upper bound 93.9%*"),
+        (["--llm-fail-under=pass_rate:upper=0.99"], 8, "*pass_rate upper bound 98.2%*"),
         # Repeatable; one scope passes (text: beta passes, gamma fails), one fails.
         (
             [

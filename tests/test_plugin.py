@@ -136,6 +136,7 @@ def test_report_json_carries_the_documented_fields(
         "comparisons",
         "diagnostics",
         "baseline",
+        "partial",
     }
     assert report["metadata"]["models"] == [
         {"name": "oracle", "provider": "offline", "model_id": "oracle"}

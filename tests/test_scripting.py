@@ -596,8 +596,8 @@ def test_the_scripted_against_baseline_table(pytester: pytest.Pytester) -> None:
         [
             "Tool modes (scripting-tool tasks; scripted - baseline is under Comparisons):",
             "Model*Mode*Passed*Pass rate*Turns/task*Calls/task*Mock calls*Help/discover*",
-            "oracle*scripted*4/4*100% [[]51*100%[]]*2.5*1.5*9*1/1*",
-            "oracle*baseline*4/4*100% [[]51*100%[]]*3.2*2.2*9*0/0*",
+            "oracle*scripted*4/4*100% [[]40*100%[]]*2.5*1.5*9*1/1*",
+            "oracle*baseline*4/4*100% [[]40*100%[]]*3.2*2.2*9*0/0*",
             "Comparisons*",
             "*bash tool mode*scripted vs baseline [[]oracle[]]*4*100%/100%*no detectable*",
         ]
