@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_llmtool.records import AgentTrace, TextBlock
+from pytest_llmtool.records import AgentTrace
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def final_words(trace: AgentTrace) -> str:
     """The text of the model's last answer ('' when it said nothing)."""
     for message in reversed(trace.messages):
         if message.role == "assistant":
-            return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+            return message.text()
     return ""
 
 

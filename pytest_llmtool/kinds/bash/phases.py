@@ -123,8 +123,7 @@ async def generate(
     trace.llm_calls.append(call)
     trace.turns, trace.natural_stop = 1, True
     trace.total_input_tokens, trace.total_output_tokens = call.input_tokens, call.output_tokens
-    reply = "\n".join(b.text for b in response.message.content if isinstance(b, TextBlock))
-    script, extracted = extract_script(reply)
+    script, extracted = extract_script(response.message.text())
     metrics = GenerateMetrics(
         script_found=script is not None,
         extracted=extracted,

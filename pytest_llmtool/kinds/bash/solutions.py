@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_llmtool.untrusted import shorten
 
@@ -59,8 +59,8 @@ class Solutions:
                 continue
             try:
                 entry = _Line.model_validate(json.loads(line))
-            except (ValueError, ValidationError) as exc:
-                message = str(exc).splitlines()[0] if isinstance(exc, ValueError) else exc
+            except ValueError as exc:  # bad JSON, or a ValidationError (a ValueError too)
+                message = str(exc).splitlines()[0]
                 found.append((lineno, shorten(f"not a solution line {{id, steps}}: {message}")))
                 continue
             self.lines.setdefault((path, entry.id), lineno)
