@@ -94,8 +94,8 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
 def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
     """The gap report of recorded runs and their replay on the current bashkit, written
     to `--out` (gaps.json, gaps.md); the top of it printed."""
-    from pytest_llmtool.gaps_replay import recorded_gaps
-    from pytest_llmtool.report import gaps as pages
+    from pytest_llmtool.gaps import writer as pages
+    from pytest_llmtool.gaps.replay import recorded_gaps
 
     report = recorded_gaps(args.reports, args.dataset, run_replay=not args.no_replay)
     paths = pages.write(report, args.out)

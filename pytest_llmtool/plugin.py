@@ -1,9 +1,9 @@
 """The pytest entry point, hooks only: options, our hookspecs, the roles, and collection.
 
-A file becomes an `LlmFile` when a kind recognises it (`kinds/`); the roles (`roles.py`) run
-the items and report them; the writers (`report/`) say what happened. Under xdist, `hosts.py`
+A file becomes an `LlmFile` when a kind recognises it (`kinds/`); the roles (`run/roles.py`) run
+the items and report them; the writers (`report/`) say what happened. Under xdist, `run/hosts.py`
 carries the spend, recordings and artifacts between the controller and its workers, wherever
-they run. Every process also turns SIGTERM into Ctrl-C (`signals.py`).
+they run. Every process also turns SIGTERM into Ctrl-C (`run/signals.py`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_llmtool import hookspecs
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.compact import ReportSharing
-from pytest_llmtool.gate import GATE_KEY, RegressionGate, Threshold
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.gaps.writer import GapsWriter
 from pytest_llmtool.history import HistoryWriter
-from pytest_llmtool.hosts import HostsController, HostsWorker
-from pytest_llmtool.items import LlmFile
+from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.optimization.kind import OptimizationKind
@@ -31,12 +29,14 @@ from pytest_llmtool.report import (
     TerminalWriter,
     Writer,
 )
-from pytest_llmtool.report.gaps import GapsWriter
-from pytest_llmtool.resume import install as install_resume
-from pytest_llmtool.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
+from pytest_llmtool.run.compact import ReportSharing
+from pytest_llmtool.run.hosts import HostsController, HostsWorker
+from pytest_llmtool.run.items import LlmFile
+from pytest_llmtool.run.resume import install as install_resume
+from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
+from pytest_llmtool.run.signals import TermAsInterrupt
+from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.settings import Settings, add_options
-from pytest_llmtool.signals import TermAsInterrupt
-from pytest_llmtool.state import STATE_KEY, RunState
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -121,7 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # default action could cut the cancelling of runs in flight short.
     config.add_cleanup(signals.uninstall)
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
-        from pytest_llmtool.report.html import HtmlItems, HtmlReport
+        from pytest_llmtool.run.html import HtmlItems, HtmlReport
 
         config.pluginmanager.register(HtmlItems(), "llmtool-html-items")
         if controller is not None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from pytest_llmtool import stats
+if TYPE_CHECKING:
+    from pytest_llmtool import stats
+
 
 IntervalMethod = Literal[
     "wilson",
@@ -30,8 +32,12 @@ IntervalMethod = Literal[
 ]
 
 
+# Below this many tasks an interval is too wide to read much into; outputs say so.
+SMALL_SAMPLE = 30
+
+
 class Interval(BaseModel):
-    """A 95% interval beside a rate or a difference (`stats.py`, `intervals.py`).
+    """A 95% interval beside a rate or a difference (`stats/`, `stats/intervals.py`).
 
     `method` (README, "Statistics"): `wilson-cc` for a rate over tasks (Wilson with
     continuity correction, at the effective sample size of a mean of per-task values),
@@ -49,7 +55,7 @@ class Interval(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def small(self) -> bool:
-        return self.n < stats.SMALL_SAMPLE
+        return self.n < SMALL_SAMPLE
 
     @classmethod
     def of(cls, interval: stats.Interval, method: IntervalMethod) -> Interval:
@@ -123,6 +129,14 @@ class Message(BaseModel):
 
     def text(self) -> str:
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model is offered it: its name, what it is for, its input schema."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
 
 
 class ToolCallResult(BaseModel):
@@ -638,7 +652,7 @@ class ScenarioSummary(BaseModel):
 
 
 class TrialSummary(BaseModel):
-    """Repeated trials of one model on one kind's tasks (`--llm-trials`; `trials.py`).
+    """Repeated trials of one model on one kind's tasks (`--llm-trials`; `stats/trials.py`).
 
     pass@k (some of k attempts pass, unbiased) and pass^k (all k pass) are averaged over the
     `tasks_at_k[k]` tasks with at least k scored attempts; pass@1 is the mean success rate.
@@ -658,7 +672,7 @@ class TrialSummary(BaseModel):
 
 
 class Comparison(BaseModel):
-    """A paired comparison of `a` and `b` over the tasks both ran (`compare.py`): two models,
+    """A paired comparison of `a` and `b` over the tasks both ran (`stats/compare.py`): two models,
     two guidance documents of one model's scenarios, or the two tool modes (`scripted`,
     `baseline`) of one model's scripting-tool tasks.
 
@@ -946,7 +960,7 @@ class BudgetSummary(BaseModel):
 
 
 class BaselineChange(BaseModel):
-    """One model against the baseline over the tasks both runs scored (`baseline.py`).
+    """One model against the baseline over the tasks both runs scored (`stats/baseline.py`).
 
     Tasks are node ids without the trial suffix; attempts are averaged per task, differences
     are current - baseline. `worse`/`better` list the tasks whose pass rate fell/rose (with
@@ -1017,7 +1031,7 @@ class EvalReport(BaseModel):
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
     # With --llm-trials above 1: kind name -> model -> statistics of the repeated attempts.
     trials: dict[str, dict[str, TrialSummary]] = Field(default_factory=dict)
-    # With two or more models, or guidance documents: paired comparisons (`compare.py`).
+    # With two or more models, or guidance documents: paired comparisons (`stats/compare.py`).
     comparisons: list[Comparison] = Field(default_factory=list)
     # With two or more models: kind name -> cross-model diagnostics.
     diagnostics: dict[str, Diagnostics] = Field(default_factory=dict)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_llmtool.agents.base import UnknownModel
+from pytest_llmtool.agents.pricing import DEFAULT_PRICES, Price, parse_prices
 from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
 from pytest_llmtool.agents.retry import RetryPolicy
-from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
 from pytest_llmtool.records import TOOL_MODES, ToolMode
 from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
 from pytest_llmtool.sandbox.limits import parse_limits

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from helpers import TASKS, read_report, write_dataset
 
-from pytest_llmtool.baseline import compare, compare_model, verdict
-from pytest_llmtool.gate import EXIT_REGRESSION, EXIT_UNDECIDED, Threshold
-from pytest_llmtool.outcomes import Outcome
+from pytest_llmtool.history.gate import EXIT_REGRESSION, EXIT_UNDECIDED, Threshold
+from pytest_llmtool.stats.baseline import compare, compare_model, verdict
+from pytest_llmtool.stats.outcomes import Outcome
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "bash_tasks.jsonl"
 

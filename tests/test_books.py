@@ -18,12 +18,12 @@ from fake_llm_server import FakeLLMServer, Turn
 from helpers import PROMPT, read_report, scenario, write_dataset, write_scenario
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
-from pytest_llmtool.budget import Budget, BudgetExhausted
-from pytest_llmtool.judge import run_judge, single_criterion_rubric
+from pytest_llmtool.agents.budget import Budget, BudgetExhausted
+from pytest_llmtool.agents.judge import run_judge, single_criterion_rubric
+from pytest_llmtool.agents.loop import metered_chat
+from pytest_llmtool.agents.pricing import DEFAULT_PRICES
 from pytest_llmtool.kinds.scenario.interaction import from_external
 from pytest_llmtool.kinds.scenario.run import composite_score, judge_layer
-from pytest_llmtool.loop import metered_chat
-from pytest_llmtool.pricing import DEFAULT_PRICES
 from pytest_llmtool.records import (
     BudgetSummary,
     GateResult,
@@ -217,7 +217,7 @@ GATES = [
 def test_judge_layer(
     expected: bool, verdict_score: float | str | None, gates_passed: bool, layer: float | None
 ) -> None:
-    from pytest_llmtool.judge import JudgeVerdict
+    from pytest_llmtool.agents.judge import JudgeVerdict
 
     verdict = None
     if verdict_score != "not asked":

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import read_report, write_dataset, write_guidance_comparison
 
-from pytest_llmtool.compare import Attempt, by_side, compare, task_of
+from pytest_llmtool.stats.compare import Attempt, by_side, compare, task_of
 
 # ------------------------------------------------------------------------------ by hand
 

@@ -1,4 +1,4 @@
-"""The private pytest, xdist and execnet attributes behind `pytest_llmtool.compat`.
+"""The private pytest, xdist and execnet attributes behind `pytest_llmtool.run.compat`.
 
 Each has a test that fails naming the attribute when an upgrade removes it, and a test that
 the function built on it does its job in a real run; without them a feature (per-item work
@@ -18,7 +18,7 @@ from typing import Any
 import execnet
 import pytest
 
-from pytest_llmtool.compat import gateway_pid, item_tmp_path, xdist_pending
+from pytest_llmtool.run.compat import gateway_pid, item_tmp_path, xdist_pending
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -63,7 +63,7 @@ def test_item_tmp_path_without_the_tmpdir_plugin_is_a_plain_temporary_folder(
 WORKER_CONFTEST = """
 import json
 
-from pytest_llmtool.compat import xdist_pending
+from pytest_llmtool.run.compat import xdist_pending
 
 def pytest_runtest_call(item):
     interactor = next(
@@ -150,7 +150,7 @@ NODE_CONFTEST = """
 import json
 import os
 
-from pytest_llmtool.compat import gateway_pid
+from pytest_llmtool.run.compat import gateway_pid
 
 def pytest_testnodeready(node):
     record = {"worker": node.gateway.id, "pid": gateway_pid(node)}

@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_llmtool import intervals, stats
+from pytest_llmtool import stats
 from pytest_llmtool.records import Interval
+from pytest_llmtool.stats import intervals
 
 SIZES = (5, 10, 30, 100)
 RATES = (0.02, 0.5, 0.98)

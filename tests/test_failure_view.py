@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmtool.records import AgentTrace, Message, TextBlock, ToolCallResult
-from pytest_llmtool.trace_view import trace_lines
+from pytest_llmtool.report.trace_view import trace_lines
 
 CALLS = [
     ToolCallResult(commands=f"step {i}", stdout=f"out {i}\n", stderr="", exit_code=0)

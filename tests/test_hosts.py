@@ -23,8 +23,8 @@ import pytest
 from fake_llm_server import FakeLLMServer, Turn
 from helpers import PROMPT, read_report, scenario, write_dataset, write_scenario
 
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.hosts import Ledger, inside, pack, version_mismatch, write_inside
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.run.hosts import Ledger, inside, pack, version_mismatch, write_inside
 
 # Every call is 500 in / 20 out on haiku: 500 * 1 + 20 * 5 = 600 per million.
 CALL_COST = 0.0006

@@ -17,11 +17,11 @@ from helpers import write_dataset
 
 from pytest_llmtool.agents.base import ChatRequest
 from pytest_llmtool.agents.replay import CallStore, ReplayCorrupt
+from pytest_llmtool.inputs.safe_yaml import MAX_EXPANDED_NODES
 from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
 from pytest_llmtool.kinds.scenario.kind import looks_like_scenario
 from pytest_llmtool.kinds.scenario.load import Scenario, ScenarioProblem, load_scenario
 from pytest_llmtool.records import Message, TextBlock
-from pytest_llmtool.safe_yaml import MAX_EXPANDED_NODES
 
 
 def task(task_id: str = "t1", **overrides: Any) -> dict[str, Any]:

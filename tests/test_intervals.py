@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import read_report, write_guidance_comparison
 
-from pytest_llmtool import intervals, stats
+from pytest_llmtool import stats
 from pytest_llmtool.kinds.bash.summary import build_summary, healthy_profile
 from pytest_llmtool.records import (
     AgentTrace,
@@ -28,7 +28,8 @@ from pytest_llmtool.records import (
     TaskScore,
     ToolCallResult,
 )
-from pytest_llmtool.trials import trial_summaries
+from pytest_llmtool.stats import intervals
+from pytest_llmtool.stats.trials import trial_summaries
 
 
 def test_one_attempt_per_task_is_wilson_with_continuity_correction() -> None:

@@ -17,11 +17,7 @@ from jsonschema import Draft202012Validator
 
 from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
 from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse
-from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
-from pytest_llmtool.agents.registry import DEFAULT_ALIASES, ClientPool, build_model, resolve
-from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
-from pytest_llmtool.agents.retry import ProviderError, RetryPolicy
-from pytest_llmtool.judge import (
+from pytest_llmtool.agents.judge import (
     JUDGE_SYSTEM,
     Criterion,
     JudgeVerdict,
@@ -33,6 +29,10 @@ from pytest_llmtool.judge import (
     run_judge,
     single_criterion_rubric,
 )
+from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
+from pytest_llmtool.agents.registry import DEFAULT_ALIASES, ClientPool, build_model, resolve
+from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
+from pytest_llmtool.agents.retry import ProviderError, RetryPolicy
 from pytest_llmtool.records import Message, TextBlock
 
 SHARED_RUBRICS = Path(__file__).resolve().parents[2] / "shared/datasets/llm-tool-test/rubrics"

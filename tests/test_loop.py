@@ -1,4 +1,4 @@
-"""Unit tests for `pytest_llmtool.loop` with scripted fakes, plus the offline agents and the
+"""Unit tests for `pytest_llmtool.agents.loop` with scripted fakes, plus the offline agents and the
 bashkit sandbox they run against."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
+from pytest_llmtool.agents.loop import format_tool_output, run_agent_loop
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.retry import ProviderError, RetryPolicy, call_with_retries
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import Task
-from pytest_llmtool.loop import format_tool_output, run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
     LLMCallMetrics,
@@ -22,6 +22,7 @@ from pytest_llmtool.records import (
     TextBlock,
     ToolCallResult,
     ToolResultBlock,
+    ToolSpec,
     ToolUseBlock,
     Usage,
 )

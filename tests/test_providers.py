@@ -10,7 +10,7 @@ import pytest
 from fake_llm_server import FakeLLMServer, Fault, Turn
 from helpers import SERVER_KEY, TASKS, read_report, scenario, write_dataset, write_scenario
 
-from pytest_llmtool.pricing import DEFAULT_PRICES
+from pytest_llmtool.agents.pricing import DEFAULT_PRICES
 from pytest_llmtool.records import Usage
 
 SECRET = SERVER_KEY
@@ -530,7 +530,7 @@ def test_a_provider_error_echoing_the_key_is_written_nowhere(
 
 
 def test_the_redactor_cuts_keys_not_short_values() -> None:
-    from pytest_llmtool.redact import Redactor
+    from pytest_llmtool.report.redact import Redactor
 
     env = {
         "ANTHROPIC_API_KEY": "sk-ant-123456789",
@@ -551,7 +551,7 @@ def test_the_redactor_cuts_keys_not_short_values() -> None:
 def test_a_skip_reason_is_redacted_and_stays_a_skip() -> None:
     """A skip's longrepr is a (path, line, reason) tuple that pytest unpacks: made text, the
     terminal's skip summary would break."""
-    from pytest_llmtool.redact import Redactor, redact_report
+    from pytest_llmtool.report.redact import Redactor, redact_report
 
     redact = Redactor({"OPENAI_API_KEY": "sk-proj-abcdefgh"})
     report = pytest.TestReport(
@@ -566,7 +566,7 @@ def test_a_password_in_a_base_url_is_neither_logged_nor_written(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
     from pytest_llmtool.agents.registry import ClientPool
-    from pytest_llmtool.redact import Redactor
+    from pytest_llmtool.report.redact import Redactor
 
     url = "http://user:hunter2-password@127.0.0.1:9/v1"
     pool = ClientPool({"openai": url}, concurrency=2)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pytest_llmtool.ratelimit import (
+from pytest_llmtool.agents.ratelimit import (
     MAX_HOLD,
     START,
     Bucket,
@@ -298,14 +298,14 @@ def test_the_limiter_never_waits_past_its_deadline() -> None:
 def test_a_long_wait_is_logged_once_saying_who_waits_for_what(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr("pytest_llmtool.ratelimit.NOTICE_AFTER", 0.05)
+    monkeypatch.setattr("pytest_llmtool.agents.ratelimit.NOTICE_AFTER", 0.05)
 
     async def go() -> None:
         limiter = Limiter("anthropic https://x", ceiling=4)
         limiter.window.not_before = limiter.clock() + 0.2
         await asyncio.wait_for(limiter.acquire(max_wait=30), 60)
 
-    with caplog.at_level("WARNING", logger="pytest_llmtool.ratelimit"):
+    with caplog.at_level("WARNING", logger="pytest_llmtool.agents.ratelimit"):
         asyncio.run(go())
     [notice] = [r.getMessage() for r in caplog.records]
     assert notice.startswith("anthropic https://x: a call waits 0.")

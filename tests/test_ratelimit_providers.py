@@ -12,9 +12,9 @@ from helpers import SERVER_KEY, TASKS, read_report, write_dataset
 from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
 from pytest_llmtool.agents.base import Agent, ChatRequest
 from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
+from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.registry import ClientPool
 from pytest_llmtool.agents.retry import RetryPolicy
-from pytest_llmtool.ratelimit import Limiter
 from pytest_llmtool.records import Message, TextBlock
 
 FAMILIES = ["anthropic", "openai"]

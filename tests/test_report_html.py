@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 import pytest
 from helpers import TASKS, write_dataset
 
-from pytest_llmtool.report.html import COLUMNS, row_cells, sort_key
+from pytest_llmtool.run.html import COLUMNS, row_cells, sort_key
 
 pytest.importorskip("pytest_html")
 

@@ -20,9 +20,9 @@ import pytest
 import yaml
 from helpers import TASKS, read_report, write_dataset
 
-from pytest_llmtool.journal import JournalEntry, JournalWriter, read_journal
 from pytest_llmtool.records import LLMCallMetrics, TaskResult
-from pytest_llmtool.resume import mismatch, spent, whole_run_status
+from pytest_llmtool.run.journal import JournalEntry, JournalWriter, read_journal
+from pytest_llmtool.run.resume import mismatch, spent, whole_run_status
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 

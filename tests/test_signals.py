@@ -24,8 +24,8 @@ import pytest
 import yaml
 from helpers import TASKS, write_dataset
 
-from pytest_llmtool.journal import JOURNAL_VERSION, JournalWriter, read_journal
-from pytest_llmtool.signals import TermAsInterrupt
+from pytest_llmtool.run.journal import JOURNAL_VERSION, JournalWriter, read_journal
+from pytest_llmtool.run.signals import TermAsInterrupt
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 

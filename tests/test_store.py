@@ -9,7 +9,7 @@ import pytest
 
 from pytest_llmtool.records import AgentTrace, EvalReport, RunMetadata, TaskResult, TaskScore
 from pytest_llmtool.report import report_json
-from pytest_llmtool.store import ResultStore
+from pytest_llmtool.report.store import ResultStore
 
 
 def result(n: int) -> TaskResult:

@@ -19,7 +19,7 @@ from helpers import PROMPT, TASKS, read_report, scenario, write_dataset, write_s
 from pytest_llmtool.records import EvalReport, RunMetadata, TaskResult, TrialSummary
 from pytest_llmtool.report.markdown import markdown_report
 from pytest_llmtool.report.terminal import terminal_lines
-from pytest_llmtool.trials import attempt_of, trial_summaries
+from pytest_llmtool.stats.trials import attempt_of, trial_summaries
 
 # --------------------------------------------------------------------------- the aggregation
 

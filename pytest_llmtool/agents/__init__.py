@@ -1,4 +1,8 @@
-"""Agents and the model names that select them."""
+"""Models: the agent interface, the providers and offline agents, pricing, rate limits,
+the cost budget, the agent loop and the judge. May import: the record, `inputs`, `stats`,
+`sandbox`.
+
+Agents and the model names that select them."""
 
 from __future__ import annotations
 
@@ -8,10 +12,9 @@ from pytest_llmtool.agents.base import (
     ChatRequest,
     ChatResponse,
     ModelSpec,
-    ToolSpec,
     UnknownModel,
 )
-from pytest_llmtool.records import Usage
+from pytest_llmtool.records import ToolSpec, Usage
 
 __all__ = [
     "Agent",

@@ -1,6 +1,6 @@
 """The agent interface: given the conversation so far, return the next reply and its usage.
 
-Providers (real models) and offline agents implement `Agent`; the loop in `loop.py` is the
+Providers (real models) and offline agents implement `Agent`; the loop in `agents/loop.py` is the
 only caller. A `ModelSpec` is what `--llm-model` names: it builds one agent per task.
 """
 
@@ -12,14 +12,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_llmtool.pricing import Price
-from pytest_llmtool.records import Message, Usage
-
-
-class ToolSpec(BaseModel):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
+from pytest_llmtool.agents.pricing import Price
+from pytest_llmtool.records import Message, ToolSpec, Usage
 
 
 class ChatRequest(BaseModel):

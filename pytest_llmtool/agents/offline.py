@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_llmtool.agents.base import Agent, ChatRequest, ChatResponse, SolutionStep, Work
-from pytest_llmtool.pricing import Price
+from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.records import Message, TextBlock, ToolUseBlock
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
+from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
-from pytest_llmtool.ratelimit import Limiter
 from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 KEY_ENV = "OPENAI_API_KEY"

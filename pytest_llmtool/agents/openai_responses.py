@@ -14,8 +14,8 @@ import openai
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.openai_chat import KEY_ENV, parse_arguments
+from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
-from pytest_llmtool.ratelimit import Limiter
 from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.agents.base import Agent, AgentError, ModelSpec, UnknownModel, Work
 from pytest_llmtool.agents.offline import NopModel, OracleModel
+from pytest_llmtool.agents.pricing import Price
+from pytest_llmtool.agents.ratelimit import Limiter, identity, shown_url
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
-from pytest_llmtool.pricing import Price
-from pytest_llmtool.ratelimit import Limiter, identity, shown_url
 
 if TYPE_CHECKING:
     import anthropic

@@ -36,7 +36,7 @@ def _safe(part: str) -> str:
 @dataclass(frozen=True)
 class CallStore:
     directory: Path
-    # An xdist worker on another host (`hosts.py`) hands each recording, by its path relative
+    # An xdist worker on another host (`run/hosts.py`) hands each recording, by its path relative
     # to `directory`, to the controller, which writes it into its own record directory.
     forward: Callable[[str, bytes], None] | None = None
 

@@ -5,7 +5,8 @@ are retried. Authentication, quota/billing and invalid requests are not: retryin
 them, so the error says what to fix instead. Whatever finally fails is a `ProviderError`,
 which the item reports as an infrastructure error, never as the model failing.
 
-With a `Limiter` (`ratelimit.py`), every attempt first waits for room in its provider's window
+With a `Limiter` (`agents/ratelimit.py`), every attempt first waits for room in its
+provider's window
 and hands its outcome back: the headers of an answer, or a 429 (still retried here, but the
 limiter learns from it and holds every other call of that provider too).
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pytest_llmtool.agents.base import AgentError
-from pytest_llmtool.ratelimit import Limiter, RateLimitWait, Ticket, retry_after
+from pytest_llmtool.agents.ratelimit import Limiter, RateLimitWait, Ticket, retry_after
 
 T = TypeVar("T")
 

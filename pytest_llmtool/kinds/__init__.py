@@ -1,4 +1,8 @@
-"""The one interface every kind of task implements; nothing outside a kind knows more.
+"""Kinds of task: the `Kind` interface (this module) and the bash, scenario and optimization
+kinds. May import: everything below it (the record, `inputs`, `stats`, `sandbox`, `agents`,
+`settings`, `report`); items and the run's state only as types.
+
+The one interface every kind of task implements; nothing outside a kind knows more.
 
 A kind (bash tasks, scenarios, and the kinds to come) says which files it recognises, loads a
 file into tasks (a bad one becomes a `Problem` at its line), runs and scores one item, and
@@ -21,8 +25,8 @@ from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult
 
 if TYPE_CHECKING:
-    from pytest_llmtool.items import LlmItem
-    from pytest_llmtool.state import RunState
+    from pytest_llmtool.run.items import LlmItem
+    from pytest_llmtool.run.state import RunState
 
 
 W = TypeVar("W")  # what a kind loads: a task, a scenario

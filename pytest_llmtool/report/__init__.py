@@ -1,4 +1,8 @@
-"""Where a run report goes: the `Writer` interface and the built-in writers.
+"""Reports: the `Writer` interface, the built-in writers and the formatting they share
+(terminal tables, Markdown, HTML fragments, charts), secret redaction and the result store
+they read. May import: the record, `inputs`, `stats`, `sandbox`, `agents`, `settings`.
+
+Where a run report goes: the `Writer` interface and the built-in writers.
 
 The controller hands the finished `EvalReport` to every writer (the built-in ones and those a
 plugin returns from `pytest_llmtool_writers`): once at session finish for what it writes to
@@ -15,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.redact import Redactor
 from pytest_llmtool.report.markdown import markdown_lines
+from pytest_llmtool.report.redact import Redactor
+from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.report.terminal import terminal_lines
-from pytest_llmtool.store import ResultStore
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -41,7 +45,7 @@ class Writer:
 def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     """Write via a temporary file so an interrupted run never leaves half a report; `text` may
     come in pieces, written as they are made. The environment's secrets are cut out of each
-    piece (`redact.py`); the writers' pieces are whole lines or results."""
+    piece (`report/redact.py`); the writers' pieces are whole lines or results."""
     redact = Redactor.from_env()
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as stream:

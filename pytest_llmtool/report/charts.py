@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool import intervals
 from pytest_llmtool.records import AgentTrace, EvalReport, Interval
-from pytest_llmtool.trials import attempt_of
+from pytest_llmtool.stats import intervals
+from pytest_llmtool.stats.trials import attempt_of
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -279,7 +279,7 @@ def _grouped_bars(
 
 def _traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
     """(model, trace) of every bash result and every scenario that has a trace, one at a
-    time: the results are decoded as they are read (`store.py`)."""
+    time: the results are decoded as they are read (`report/store.py`)."""
     for r in report.results:
         yield r.model, r.trace
     for s in report.scenarios:

@@ -1,11 +1,11 @@
 """Comparisons and cross-model diagnostics in the reports: the rows and findings the terminal
-and `report.md` share (`compare.py` computes them)."""
+and `report.md` share (`stats/compare.py` computes them)."""
 
 from __future__ import annotations
 
 from pytest_llmtool import stats
-from pytest_llmtool.intervals import any_small, show_difference
 from pytest_llmtool.records import Comparison, EvalReport
+from pytest_llmtool.stats.intervals import any_small, show_difference
 
 
 def _compared(c: Comparison) -> str:

@@ -12,8 +12,6 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool import baseline
-from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.records import BaselineComparison, EvalReport, RunMetadata
 from pytest_llmtool.report.comparisons import (
     comparison_rows,
@@ -22,7 +20,9 @@ from pytest_llmtool.report.comparisons import (
     flips,
     multiplicity_note,
 )
-from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
+from pytest_llmtool.stats import baseline
+from pytest_llmtool.stats.intervals import SMALL_NOTE
+from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind

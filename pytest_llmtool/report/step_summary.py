@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool import intervals
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.redact import Redactor
 from pytest_llmtool.report.markdown import summary_lines, table
+from pytest_llmtool.report.redact import Redactor
+from pytest_llmtool.stats import intervals
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.comparisons import (
     comparison_rows,
@@ -14,7 +13,8 @@ from pytest_llmtool.report.comparisons import (
     flips,
     multiplicity_note,
 )
-from pytest_llmtool.trials import flaky_entries, left_out_notes, trial_rows
+from pytest_llmtool.stats.intervals import SMALL_NOTE
+from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind

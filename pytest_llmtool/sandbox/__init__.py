@@ -1,11 +1,22 @@
-"""Where tool calls run: a small protocol and its implementations."""
+"""Sandboxes: where tool calls run (bashkit's virtual shell, the bubblewrap jail, the
+item's work directory, resource limits). May import: the record, `inputs`, `stats`.
+
+Where tool calls run: a small protocol and its implementations."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from pytest_llmtool.kinds.bash.checks import FileView
 from pytest_llmtool.records import ToolCallResult
+
+
+class FileView(Protocol):
+    """What file checks may ask of a sandbox after the run."""
+
+    def read_text(self, path: str) -> str | None: ...
+    def is_dir(self, path: str) -> bool: ...
+    def exists(self, path: str) -> bool: ...
+    def read_link(self, path: str) -> str | None: ...
 
 
 class SandboxError(Exception):

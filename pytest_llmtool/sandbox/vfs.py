@@ -14,8 +14,7 @@ from functools import cache
 
 from bashkit import Bash, BashTool, BuiltinContext, BuiltinResult, ExecutionProfile
 
-from pytest_llmtool.agents.base import ToolSpec
-from pytest_llmtool.records import ToolCallResult
+from pytest_llmtool.records import ToolCallResult, ToolSpec
 from pytest_llmtool.sandbox import SandboxError
 
 USERNAME = "eval"

@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_llmtool.agents.base import ToolSpec
-from pytest_llmtool.records import ToolCallResult
+from pytest_llmtool.records import ToolCallResult, ToolSpec
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import run_shell
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
 
 from pytest_llmtool.records import AgentTrace, ScoreResult, TaskScore
+from pytest_llmtool.sandbox import FileView
 
 # Check types whose argument is `/path:text`, and those that take a regex somewhere.
 _FILE_TEXT = {"file_contains", "file_not_contains", "file_line_regex", "file_equals", "symlink"}
@@ -63,15 +63,6 @@ def parse_check(spec: str) -> Check:
         except re.error as exc:
             raise ValueError(f"{kind} pattern {check.text!r} does not compile: {exc}") from None
     return check
-
-
-class FileView(Protocol):
-    """What file checks may ask of a sandbox after the run."""
-
-    def read_text(self, path: str) -> str | None: ...
-    def is_dir(self, path: str) -> bool: ...
-    def exists(self, path: str) -> bool: ...
-    def read_link(self, path: str) -> str | None: ...
 
 
 def score_task(

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool.agents import ModelSpec
-from pytest_llmtool.agents.base import NamedWork, ToolSpec
+from pytest_llmtool.agents.base import NamedWork
+from pytest_llmtool.agents.loop import run_agent_loop
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
@@ -32,7 +33,6 @@ from pytest_llmtool.kinds.bash.phases import (
 from pytest_llmtool.kinds.bash.scripting import ScriptingSession
 from pytest_llmtool.kinds.bash.solutions import SUFFIX as SOLUTIONS
 from pytest_llmtool.kinds.bash.solutions import Solutions, is_solutions_file
-from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
     ErrorRecord,
@@ -43,14 +43,15 @@ from pytest_llmtool.records import (
     TaskResult,
     TaskScore,
     ToolMode,
+    ToolSpec,
 )
 from pytest_llmtool.report import fragments
 from pytest_llmtool.sandbox.vfs import CALL_TIMEOUT_SECONDS, VfsSandbox, bash_tool
 
 if TYPE_CHECKING:
-    from pytest_llmtool.budget import Budget
-    from pytest_llmtool.items import LlmItem
-    from pytest_llmtool.state import RunState
+    from pytest_llmtool.agents.budget import Budget
+    from pytest_llmtool.run.items import LlmItem
+    from pytest_llmtool.run.state import RunState
 
 LLM_JUDGE_THRESHOLD = 0.5
 
@@ -271,7 +272,7 @@ class BashKind(Kind[Task, TaskResult]):
         return failure_message(result.score, trace_line)
 
     def agent_lines(self, result: TaskResult, verbosity: int) -> list[str]:
-        from pytest_llmtool.trace_view import trace_lines
+        from pytest_llmtool.report.trace_view import trace_lines
 
         return trace_lines(result.trace, verbosity)
 
@@ -325,7 +326,7 @@ async def _judge_checks(
     the judge scores the run at least 0.5 on that one criterion, and keeps the weight the
     dataset gives it (bashkit-eval's stub forced 0). Also returns the judge's calls, metered
     against the budget like the agent's."""
-    from pytest_llmtool.judge import run_judge, single_criterion_rubric
+    from pytest_llmtool.agents.judge import run_judge, single_criterion_rubric
 
     results = list(score.results)
     calls: list[LLMCallMetrics] = []

@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_llmtool.agents.base import SolutionStep
+from pytest_llmtool.inputs.untrusted import nonprinting, shorten, undecodable, wide_encoding
 from pytest_llmtool.kinds.bash.checks import Check, parse_check
 from pytest_llmtool.kinds.bash.mocks import MockByParam, MockTool, ToolSolution
-from pytest_llmtool.untrusted import nonprinting, shorten, undecodable, wide_encoding
 
 # How many meaningful lines the shape test reads before deciding a file is not a dataset.
 _SHAPE_PROBE_LINES = 20

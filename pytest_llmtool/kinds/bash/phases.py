@@ -21,15 +21,15 @@ import time
 from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.loop import metered_chat
+from pytest_llmtool.agents.loop import metered_chat
 from pytest_llmtool.records import AgentTrace, GenerateMetrics, Message, TaskScore, TextBlock
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox
 
 if TYPE_CHECKING:
-    from pytest_llmtool.budget import Budget
+    from pytest_llmtool.agents.budget import Budget
+    from pytest_llmtool.agents.pricing import Price
     from pytest_llmtool.kinds.bash.load import Task
-    from pytest_llmtool.pricing import Price
 
 VERIFY_OUT = "/.eval/verify.out"
 GENERATE_SECONDS = 60.0

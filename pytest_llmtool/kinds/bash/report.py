@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pytest_llmtool.intervals import SMALL_NOTE, any_small, bounds, show
 from pytest_llmtool.kinds.bash.summary import friction_signals
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
 from pytest_llmtool.report.markdown import Code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
+from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, bounds, show
 
 
 def _tokens(n: int) -> str:

@@ -20,14 +20,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.agents.base import ToolSpec
+from pytest_llmtool.agents.loop import commands_of, format_tool_output
 from pytest_llmtool.kinds.bash.mocks import MockTool, ToolCommands
-from pytest_llmtool.loop import commands_of, format_tool_output
 from pytest_llmtool.records import (
     InnerCommand,
     ScriptingMetrics,
     ToolCallResult,
     ToolMode,
+    ToolSpec,
     ToolUseBlock,
 )
 from pytest_llmtool.sandbox.vfs import VfsSandbox

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_llmtool.untrusted import shorten
+from pytest_llmtool.inputs.untrusted import shorten
 
 SUFFIX = "solutions.jsonl"
 

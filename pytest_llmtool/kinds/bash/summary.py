@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
-from pytest_llmtool import intervals
 from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
@@ -20,8 +19,8 @@ from pytest_llmtool.records import (
     Interval,
     TaskResult,
 )
-from pytest_llmtool.stats import share
-from pytest_llmtool.trials import attempt_of
+from pytest_llmtool.stats import intervals, share
+from pytest_llmtool.stats.trials import attempt_of
 
 # Friction thresholds: seed 000's "Interpreting Results" section, made concrete.
 LOW_TOOL_SUCCESS = 0.75

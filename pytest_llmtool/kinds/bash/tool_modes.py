@@ -3,7 +3,7 @@
 bashkit-eval compares the two ways of offering mock tools (`scripting.py`) on the same tasks.
 Per model and mode this adds up the items' pass rate (with its interval over tasks), turns,
 model tool calls, the traced mock tool calls inside them, and tokens; the paired difference
-of the two modes is one of the run's comparisons (`compare.py`, subject `tool_mode`).
+of the two modes is one of the run's comparisons (`stats/compare.py`, subject `tool_mode`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pytest_llmtool import intervals
-from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
 from pytest_llmtool.kinds.bash.summary import by_task, weighted_rate
-from pytest_llmtool.outcomes import task_of
 from pytest_llmtool.records import (
     TOOL_MODES,
     ErrorRecord,
@@ -24,7 +21,9 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report.markdown import markdown_note, table
 from pytest_llmtool.report.terminal import format_table
-from pytest_llmtool.stats import share
+from pytest_llmtool.stats import intervals, share
+from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
+from pytest_llmtool.stats.outcomes import task_of
 
 
 def summarize(results: list[TaskResult], errors: int = 0) -> ToolModeSummary:

@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmtool.compat import item_tmp_path
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import ErrorRecord, EvalReport, OptimizationResult
 from pytest_llmtool.sandbox.limits import limits_for
 
 if TYPE_CHECKING:
     from pytest_llmtool.agents import ModelSpec
-    from pytest_llmtool.items import LlmItem
     from pytest_llmtool.kinds.optimization.load import OptimizationTask
     from pytest_llmtool.kinds.optimization.run import Reference
-    from pytest_llmtool.state import RunState
+    from pytest_llmtool.run.items import LlmItem
+    from pytest_llmtool.run.state import RunState
 
 
 def _stem(text: str) -> str:
@@ -81,7 +80,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         task: OptimizationTask = item.work
         pending = self._references.get(task.path)
         if pending is None:
-            root = item_tmp_path(item.config, _stem(f"{task.name}-reference"))
+            root = item.tmp_path(_stem(f"{task.name}-reference"))
             limits = limits_for(task.limits, state.settings.limits)
             pending = asyncio.ensure_future(
                 prepare_reference(task, root, state.settings.sandbox, limits)
@@ -96,7 +95,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
 
         reference = await self._reference(item, state)
         task: OptimizationTask = item.work
-        root = item_tmp_path(item.config, _stem(f"{task.name}-{item.model.name}"))
+        root = item.tmp_path(_stem(f"{task.name}-{item.model.name}"))
         return await run_item(
             ItemRun(
                 task=task,
@@ -155,7 +154,7 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         return "\n".join(failure_lines(result))
 
     def agent_lines(self, result: OptimizationResult, verbosity: int) -> list[str]:
-        from pytest_llmtool.trace_view import trace_lines
+        from pytest_llmtool.report.trace_view import trace_lines
 
         return trace_lines(result.trace, verbosity, "commands")
 

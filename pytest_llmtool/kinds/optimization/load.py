@@ -21,15 +21,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_llmtool.safe_yaml import (
+from pytest_llmtool.inputs.safe_yaml import (
     MAX_PROBLEM,
     Unreadable,
     one_problem,
     read_yaml_file,
     schema_problems,
 )
+from pytest_llmtool.inputs.untrusted import nonprinting, shorten, wide_encoding
 from pytest_llmtool.sandbox.limits import limit_problems, task_limits
-from pytest_llmtool.untrusted import nonprinting, shorten, wide_encoding
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
 _SHAPE_TEXT = re.compile(r"^optimization\s*:", re.MULTILINE)

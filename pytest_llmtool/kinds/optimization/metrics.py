@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_llmtool import intervals, stats
+from pytest_llmtool import stats
 from pytest_llmtool.records import (
     AgentRunSummary,
     AgentTaskMetrics,
@@ -26,6 +26,7 @@ from pytest_llmtool.records import (
     SnapshotSummary,
     SpeedupInterval,
 )
+from pytest_llmtool.stats import intervals
 
 Times = Mapping[str, Sequence[float]]
 Method = Literal["paired-log-t", "welch-log-t", "combined-log-t"]

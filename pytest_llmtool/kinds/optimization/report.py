@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_llmtool.intervals import SMALL_NOTE
 from pytest_llmtool.kinds.optimization.metrics import gmean
 from pytest_llmtool.records import (
     AgentTaskMetrics,
@@ -17,6 +16,7 @@ from pytest_llmtool.records import (
 from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
+from pytest_llmtool.stats.intervals import SMALL_NOTE
 
 # What every figure and label of the optimization tables means, printed under them.
 LEGEND = (

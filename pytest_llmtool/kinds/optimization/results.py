@@ -16,9 +16,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from pytest_llmtool.inputs.untrusted import shorten
 from pytest_llmtool.kinds.optimization.metrics import split_name
 from pytest_llmtool.records import PytestSummary
-from pytest_llmtool.untrusted import shorten
 
 Times = dict[str, list[float]]
 

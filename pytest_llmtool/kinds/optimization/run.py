@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
-from pytest_llmtool.budget import Budget
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.loop import run_agent_loop
 from pytest_llmtool.kinds.optimization import harness
 from pytest_llmtool.kinds.optimization import results as readers
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
@@ -39,7 +40,6 @@ from pytest_llmtool.kinds.optimization.metrics import (
     pytest_failed,
     snapshot_failed,
 )
-from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
 from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, event_records, transcript_of

@@ -20,17 +20,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool.agents import ModelSpec
-from pytest_llmtool.compat import item_tmp_path
+from pytest_llmtool.inputs.untrusted import wide_encoding
 from pytest_llmtool.kinds import Columns, Kind, Problem
 from pytest_llmtool.records import CallUsage, ErrorRecord, EvalReport, ScenarioResult
 from pytest_llmtool.sandbox.limits import limits_for
-from pytest_llmtool.untrusted import wide_encoding
 
 if TYPE_CHECKING:
-    from pytest_llmtool.items import LlmItem
     from pytest_llmtool.kinds.scenario.load import Scenario
+    from pytest_llmtool.run.items import LlmItem
+    from pytest_llmtool.run.state import RunState
     from pytest_llmtool.sandbox.external import ExternalAgent
-    from pytest_llmtool.state import RunState
 
 _SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
 _SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
@@ -113,9 +112,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
             )
         external = _external(state)
         stem = f"{scenario.name}-{item.model.name}"[:40]
-        root = item_tmp_path(
-            item.config, "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
-        )
+        root = item.tmp_path("".join(c if c.isalnum() or c in "-_." else "_" for c in stem))
         result = await run_scenario(
             ScenarioRun(
                 scenario=scenario,
@@ -182,7 +179,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         return "\n".join(failure_lines(result))
 
     def agent_lines(self, result: ScenarioResult, verbosity: int) -> list[str]:
-        from pytest_llmtool.trace_view import trace_lines
+        from pytest_llmtool.report.trace_view import trace_lines
 
         return trace_lines(result.trace, verbosity, "commands")
 

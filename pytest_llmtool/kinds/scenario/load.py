@@ -17,18 +17,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from pytest_llmtool.judge import load_rubric
-from pytest_llmtool.kinds.scenario.gates import Gate
-from pytest_llmtool.kinds.scenario.interaction import compile_pattern
-from pytest_llmtool.safe_yaml import (
+from pytest_llmtool.agents.judge import load_rubric
+from pytest_llmtool.inputs.safe_yaml import (
     MAX_PROBLEM,
     Unreadable,
     one_problem,
     read_yaml_file,
     schema_problems,
 )
+from pytest_llmtool.inputs.untrusted import nonprinting, shorten
+from pytest_llmtool.kinds.scenario.gates import Gate
+from pytest_llmtool.kinds.scenario.interaction import compile_pattern
 from pytest_llmtool.sandbox.limits import limit_problems, task_limits
-from pytest_llmtool.untrusted import nonprinting, shorten
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
 MIGRATIONS = {

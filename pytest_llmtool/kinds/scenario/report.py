@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_llmtool.intervals import SMALL_NOTE, any_small, show
 from pytest_llmtool.records import EvalReport, InteractionMetrics, ScenarioResult
 from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
+from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
 
 
 def _score(value: float | None) -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.judge import JudgeVerdict, load_rubric, run_judge
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.judge import JudgeVerdict, load_rubric, run_judge
+from pytest_llmtool.agents.loop import run_agent_loop
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
@@ -28,7 +29,6 @@ from pytest_llmtool.kinds.scenario.interaction import (
     from_tool_calls,
 )
 from pytest_llmtool.kinds.scenario.load import Scenario
-from pytest_llmtool.loop import run_agent_loop
 from pytest_llmtool.records import (
     AgentTrace,
     EvaluationResult,

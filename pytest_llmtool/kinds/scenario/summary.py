@@ -6,10 +6,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_llmtool import intervals
 from pytest_llmtool.records import ScenarioResult, ScenarioSummary
-from pytest_llmtool.stats import share
-from pytest_llmtool.trials import attempt_of
+from pytest_llmtool.stats import intervals, share
+from pytest_llmtool.stats.trials import attempt_of
 
 
 def _mean(values: list[float]) -> float | None:

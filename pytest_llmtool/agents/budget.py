@@ -3,7 +3,7 @@
 Every model call (an agent's turn, a judge's answer) checks the budget before it starts and
 adds its cost as soon as it returns, so tasks running side by side stop at their next call
 rather than at their end: the overshoot is at most the calls already under way. Under xdist
-each process also hears what the rest of the run has spent (`hosts.py` carries it over the
+each process also hears what the rest of the run has spent (`run/hosts.py` carries it over the
 workers' execnet channels, so it works across hosts), and tells it its own.
 """
 
@@ -24,7 +24,7 @@ class BudgetExhausted(AgentError):
 class Budget:
     def __init__(self, limit: float | None) -> None:
         self.limit = limit
-        # Under xdist (`hosts.py`): told this process's own spend after every call, so that
+        # Under xdist (`run/hosts.py`): told this process's own spend after every call, so that
         # the other processes hear of it.
         self.publish: Callable[[float], None] | None = None
         self._own = 0.0

@@ -232,7 +232,7 @@ class GapsWriter(Writer):
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
     ) -> list[Path]:
-        from pytest_llmtool.gaps_replay import load_run, replay
+        from pytest_llmtool.gaps.replay import load_run, replay
 
         self.gaps = report_gaps(report)
         if self.recorded:

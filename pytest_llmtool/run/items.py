@@ -21,8 +21,9 @@ import pytest
 from pytest_llmtool.agents import AgentError, ModelSpec
 from pytest_llmtool.kinds import Kind, Problem, Variant
 from pytest_llmtool.records import ErrorRecord, ItemResult
+from pytest_llmtool.run.compat import item_tmp_path
+from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.sandbox import SandboxError
-from pytest_llmtool.state import STATE_KEY, RunState
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -165,6 +166,10 @@ class LlmItem(pytest.Item):
             text = self.kind.failure(result)
             return "\n".join([text, "", *shown]) if shown else text
         return super().repr_failure(excinfo, style=style)
+
+    def tmp_path(self, name: str) -> Path:
+        """A fresh directory for this item's files, as pytest's `tmp_path` makes them."""
+        return item_tmp_path(self.config, name)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.lineno - 1, f"{self.kind.noun} {self.name}"

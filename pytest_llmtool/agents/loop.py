@@ -11,10 +11,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse, ToolSpec
+from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.pricing import Price
 from pytest_llmtool.records import (
     AgentTrace,
     LLMCallMetrics,
@@ -22,6 +22,7 @@ from pytest_llmtool.records import (
     TextBlock,
     ToolCallResult,
     ToolResultBlock,
+    ToolSpec,
     ToolUseBlock,
 )
 from pytest_llmtool.sandbox import Sandbox

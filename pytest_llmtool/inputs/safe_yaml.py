@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from pytest_llmtool.untrusted import shorten, undecodable, wide_encoding
+from pytest_llmtool.inputs.untrusted import shorten, undecodable, wide_encoding
 
 # Values a document may hold once every alias is expanded: a scenario has a few hundred.
 MAX_EXPANDED_NODES = 100_000

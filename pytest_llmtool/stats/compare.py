@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_llmtool import intervals, stats
+from pytest_llmtool import stats
 from pytest_llmtool.records import (
     TOOL_MODES,
     Comparison,
@@ -30,6 +30,7 @@ from pytest_llmtool.records import (
     ScenarioResult,
     TaskResult,
 )
+from pytest_llmtool.stats import intervals
 
 # Seed 000: "Category fails for all models".
 WEAK_CATEGORY = 0.5

@@ -1,5 +1,5 @@
 """95% intervals for the rates the summaries print: which formula fits which rate, and how an
-interval is shown. Pure functions over per-task values, built on `stats.py`.
+interval is shown. Pure functions over per-task values, built on `stats/`.
 
 A task is the independent unit. Its attempts (`--llm-trials`) are not independent of each
 other, nor are the checks or tool calls inside one run, so every interval is taken over

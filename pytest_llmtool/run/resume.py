@@ -1,6 +1,6 @@
 """`--llm-resume`: finish a stopped run instead of paying for it again.
 
-The results journal (`journal.py`) of a run stopped halfway (Ctrl-C, a killed CI job,
+The results journal (`run/journal.py`) of a run stopped halfway (Ctrl-C, a killed CI job,
 `--llm-max-cost`) holds every item that finished. Resuming deselects those items, runs the
 rest, and hands the journal's results to the `Controller` before the run, so the report, the
 new journal and the budget cover the whole run as if it had never stopped. An item that
@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_llmtool.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
-from pytest_llmtool.journal import run_identity as current_identity
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ItemResult
-from pytest_llmtool.roles import KINDS_KEY, Controller, record_fingerprint
+from pytest_llmtool.run.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
+from pytest_llmtool.run.journal import run_identity as current_identity
+from pytest_llmtool.run.roles import KINDS_KEY, Controller, record_fingerprint
+from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.settings import Settings
-from pytest_llmtool.state import STATE_KEY
 
 IDS_KEY = "llmtool_resume_ids"
 SHARE_KEY = "llmtool_resume_dir"

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pytest_llmtool import intervals
 from pytest_llmtool.records import EvalReport, ItemResult, TrialSummary
-from pytest_llmtool.stats import flaky, pass_at_k, pass_hat_k, pass_k, reported_ks
+from pytest_llmtool.stats import flaky, intervals, pass_at_k, pass_hat_k, pass_k, reported_ks
 
 
 def attempt_of(result: ItemResult) -> str:

@@ -24,20 +24,20 @@ import pytest
 from pydantic import BaseModel
 
 import pytest_llmtool
-from pytest_llmtool.compare import comparisons, diagnostics
-from pytest_llmtool.compat import xdist_pending
-from pytest_llmtool.gate import GATE_KEY
-from pytest_llmtool.items import BadInputItem, LlmItem
-from pytest_llmtool.journal import JournalEntry, JournalWriter, journal_path, run_identity
+from pytest_llmtool.history.gate import GATE_KEY
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
-from pytest_llmtool.redact import redact_report, redactor
 from pytest_llmtool.report import Writer
+from pytest_llmtool.report.redact import Redactor, redact_report
+from pytest_llmtool.report.store import ResultStore
+from pytest_llmtool.run.compat import xdist_pending
+from pytest_llmtool.run.items import BadInputItem, LlmItem
+from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path, run_identity
+from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
-from pytest_llmtool.state import STATE_KEY
-from pytest_llmtool.store import ResultStore
-from pytest_llmtool.trials import kind_trials
+from pytest_llmtool.stats.compare import comparisons, diagnostics
+from pytest_llmtool.stats.trials import kind_trials
 
 RESULT_ATTR = "llmtool_result"
 ERROR_ATTR = "llmtool_error"
@@ -87,6 +87,22 @@ def record_fingerprint(config: pytest.Config, items: Sequence[pytest.Item]) -> N
     output: dict[str, Any] | None = getattr(config, "workeroutput", None)
     if output is not None:  # the controller does not collect
         output[FINGERPRINT_OUTPUT] = found
+
+
+REDACTOR_KEY = pytest.StashKey[Redactor]()
+
+
+def redactor(config: pytest.Config) -> Redactor:
+    """The run's redactor, made on first use from the environment and `--llm-agent-env`."""
+    found = config.stash.get(REDACTOR_KEY, None)
+    if found is None:
+        state = config.stash.get(STATE_KEY, None)
+        settings = state.settings if state is not None else None
+        found = config.stash[REDACTOR_KEY] = Redactor.from_env(
+            names=settings.agent_env if settings else (),
+            urls=settings.base_urls if settings else None,
+        )
+    return found
 
 
 class Runner:
@@ -167,7 +183,7 @@ class Controller:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.kinds: list[Kind[Any, Any]] = config.stash[KINDS_KEY]
-        # Compressed, decoded as read (`store.py`): a 100k-task run fits in memory.
+        # Compressed, decoded as read (`report/store.py`): a 100k-task run fits in memory.
         self.results: dict[str, ResultStore[ItemResult]] = {
             kind.name: ResultStore(kind.result_type) for kind in self.kinds
         }

@@ -22,11 +22,12 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool import baseline, history, intervals
+from pytest_llmtool import history
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.outcomes import Outcome, outcomes
 from pytest_llmtool.records import SCHEMA_VERSION, BaselineComparison, EvalReport
 from pytest_llmtool.report.terminal import format_table
+from pytest_llmtool.stats import baseline, intervals
+from pytest_llmtool.stats.outcomes import Outcome, outcomes
 
 Found = tuple[str, int | None, EvalReport]  # (source, history run id, report)
 

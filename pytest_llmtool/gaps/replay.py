@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from pytest_llmtool.compare import task_of
 from pytest_llmtool.gaps import (
     Attempt,
     GapReport,
@@ -46,6 +45,7 @@ from pytest_llmtool.kinds.bash.load import Task, load_dataset
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport, ToolCallResult
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox
+from pytest_llmtool.stats.compare import task_of
 
 T = TypeVar("T")
 

@@ -1,4 +1,7 @@
-"""Run history: every run appended to a SQLite database (`--llm-history`).
+"""History and the gate: the SQLite run history (this module) and the regression gate.
+May import: everything up to `kinds`.
+
+Run history: every run appended to a SQLite database (`--llm-history`).
 
 One row per run (its whole `EvalReport` JSON among them) and one per item. The controller
 writes it once, at session finish, in one transaction; WAL and a busy timeout let two runs
@@ -15,10 +18,10 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_llmtool.outcomes import outcomes
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
 from pytest_llmtool.report import Writer, report_json
 from pytest_llmtool.stats import wilson
+from pytest_llmtool.stats.outcomes import outcomes
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind

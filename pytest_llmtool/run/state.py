@@ -15,11 +15,11 @@ import pytest
 
 from pytest_llmtool.agents import AgentError, ModelSpec
 from pytest_llmtool.agents.base import UnknownModel
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.pricing import find_price
 from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.pricing import find_price
-from pytest_llmtool.runtime import Runtime
+from pytest_llmtool.run.runtime import Runtime
 from pytest_llmtool.settings import Settings
 
 # pytest's own markers (and ours): a category or tag of that name must not act as one.
@@ -35,7 +35,7 @@ class RunState:
     budget: Budget
     pool: ClientPool
     runtime: Runtime = field(default_factory=Runtime)
-    # On an xdist worker that shares no directory with the controller (`hosts.py`): where
+    # On an xdist worker that shares no directory with the controller (`run/hosts.py`): where
     # each `--llm-record` recording also goes.
     forward_recording: Callable[[str, bytes], None] | None = None
     _markers: dict[tuple[str, str], list[pytest.MarkDecorator]] = field(default_factory=dict)

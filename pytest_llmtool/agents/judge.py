@@ -18,11 +18,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.loop import metered_chat
-from pytest_llmtool.pricing import Price
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.loop import metered_chat
+from pytest_llmtool.agents.pricing import Price
+from pytest_llmtool.inputs.safe_yaml import UnsafeYaml, load_yaml
 from pytest_llmtool.records import JudgeResponse, LLMCallMetrics, Message, TextBlock
-from pytest_llmtool.safe_yaml import UnsafeYaml, load_yaml
 
 WEIGHT_TOLERANCE = 0.01
 LLM_JUDGE_CRITERION = "llm_judge"

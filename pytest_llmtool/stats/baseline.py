@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from pytest_llmtool import intervals, stats
-from pytest_llmtool.compare import TESTS, verdict_line
-from pytest_llmtool.outcomes import Outcome
+from pytest_llmtool import stats
 from pytest_llmtool.records import BaselineChange, BaselineComparison, Interval
+from pytest_llmtool.stats import intervals
+from pytest_llmtool.stats.compare import TESTS, verdict_line
+from pytest_llmtool.stats.outcomes import Outcome
 
 Key = tuple[str, str]  # (kind, task)
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from markdown_it import MarkdownIt
 
-from pytest_llmtool.items import BadInputItem, LlmFile, LlmItem
 from pytest_llmtool.report import charts as charting
 from pytest_llmtool.report.fragments import esc
 from pytest_llmtool.report.markdown import metadata_lines, summary_lines
+from pytest_llmtool.run.items import BadInputItem, LlmFile, LlmItem
 
 if TYPE_CHECKING:
-    from pytest_llmtool.roles import Controller
+    from pytest_llmtool.run.roles import Controller
 
 ROW_ATTR = "llmtool_row"
 # (column key, header): pytest-html sorts a column by the text of its cells when the header

@@ -1,4 +1,8 @@
-"""The statistics every rate and comparison carries: pure functions, no pytest.
+"""Statistics: the formulas (this module), intervals and trials over results, comparisons
+between runs, outcomes per item and baselines. Pure: no pytest, no I/O beyond reading a
+baseline file. May import: the record (`records`) only.
+
+The statistics every rate and comparison carries: pure functions, no pytest.
 
 Formulas and why each is the right one: Wilson for proportions (stays in [0, 1] at 0/n and
 n/n), a t interval for mean scores of small samples (Miller, "Adding Error Bars to Evals"),
@@ -13,13 +17,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_llmtool.records import SMALL_SAMPLE
+
 Z95 = 1.959963984540054
 # The one significance level of every verdict (README, "Statistics").
 ALPHA = 0.05
 # The normal quantile of 80% power.
 _Z80 = 0.8416212335729143
-# Below this many tasks an interval is too wide to read much into; outputs say so.
-SMALL_SAMPLE = 30
 
 
 @dataclass(frozen=True)

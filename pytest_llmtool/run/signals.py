@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmtool.compat import gateway_pid
+from pytest_llmtool.run.compat import gateway_pid
 
 Handler = Any  # what signal.signal returns: a callable, SIG_DFL, SIG_IGN or None
 

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 import pytest_llmtool
-from pytest_llmtool.budget import Budget
-from pytest_llmtool.compat import item_tmp_path
-from pytest_llmtool.roles import RESULT_ATTR
-from pytest_llmtool.state import STATE_KEY
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.run.compat import item_tmp_path
+from pytest_llmtool.run.roles import RESULT_ATTR
+from pytest_llmtool.run.state import STATE_KEY
 
 if TYPE_CHECKING:  # pytest-xdist (and execnet) is optional: only for -n and --tx
     import execnet

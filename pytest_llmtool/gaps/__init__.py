@@ -1,4 +1,7 @@
-"""The gap report (`--llm-gaps=DIR`, `llmtool gaps`): what in the tool tripped the agents.
+"""Gaps: the gap report's classification (this module), the replay of recorded runs and
+its writer. May import: everything up to `kinds`.
+
+The gap report (`--llm-gaps=DIR`, `llmtool gaps`): what in the tool tripped the agents.
 
 Every tool call that exited non-zero is classified from its stderr (and exit status) the way
 bashkit and real bash word their errors: a **parse error** (the shell, or awk, sed, jq, a
@@ -13,7 +16,7 @@ example.
 
 A task that every model fails (at least two models, most attempts of each failing) while
 each model's failed attempts hit the same gap is marked a likely tool gap: seed 000's "fails
-for all models" with a cause attached. Replaying recorded runs (`gaps_replay.py`) gives each
+for all models" with a cause attached. Replaying recorded runs (`gaps/replay.py`) gives each
 gap's calls then and now; `compare` reads which gaps are fixed.
 
 Pure functions over results; nothing here runs a sandbox.
@@ -28,8 +31,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from pytest_llmtool.compare import task_of
 from pytest_llmtool.records import EvalReport, ToolCallResult
+from pytest_llmtool.stats.compare import task_of
 
 GAPS_SCHEMA_VERSION = 1
 

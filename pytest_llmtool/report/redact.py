@@ -71,24 +71,6 @@ class Redactor:
         return text
 
 
-REDACTOR_KEY = pytest.StashKey[Redactor]()
-
-
-def redactor(config: pytest.Config) -> Redactor:
-    """The run's redactor, made on first use from the environment and `--llm-agent-env`."""
-    found = config.stash.get(REDACTOR_KEY, None)
-    if found is None:
-        from pytest_llmtool.state import STATE_KEY
-
-        state = config.stash.get(STATE_KEY, None)
-        settings = state.settings if state is not None else None
-        found = config.stash[REDACTOR_KEY] = Redactor.from_env(
-            names=settings.agent_env if settings else (),
-            urls=settings.base_urls if settings else None,
-        )
-    return found
-
-
 def _value(redact: Redactor, value: Any) -> Any:
     return redact(value) if isinstance(value, str) else value
 
