@@ -6,9 +6,8 @@ them, so the error says what to fix instead. Whatever finally fails is a `Provid
 which the item reports as an infrastructure error, never as the model failing.
 
 With a `Limiter` (`agents/ratelimit.py`), every attempt first waits for room in its
-provider's window
-and hands its outcome back: the headers of an answer, or a 429 (still retried here, but the
-limiter learns from it and holds every other call of that provider too).
+provider's window and hands its outcome back: the headers of an answer, or a 429 (still
+retried here, but the limiter learns from it and holds every other call of that provider too).
 
 Time is bounded twice: each attempt by `call_timeout` (a hung server is an attempt that timed
 out, retried like a dropped connection), and the whole call, retries and waits included, by
