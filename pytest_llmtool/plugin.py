@@ -1,42 +1,27 @@
-"""The pytest entry point, hooks only: options, our hookspecs, the roles, and collection.
+"""The pytest entry point, hooks only: options, our hookspecs, and waking the plugin.
 
-A file becomes an `LlmFile` when a kind recognises it (`kinds/`); the roles (`run/roles.py`) run
-the items and report them; the writers (`report/`) say what happened. Under xdist, `run/hosts.py`
-carries the spend, recordings and artifacts between the controller and its workers, wherever
-they run. Every process also turns SIGTERM into Ctrl-C (`run/signals.py`).
+pytest loads this module in every run of the environment it is installed in, so it imports
+nothing heavy. The plugin wakes (`run/activate.py`: settings, the run's state, the kinds,
+writers and roles) in `pytest_configure` when the run asks for it (an `--llm-*` option or
+`llm_*` ini key, xdist, another plugin's kinds), else at the first collected file that may
+be an eval file (`inputs/sniff.py`). A run that collects none pays for this module only.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_llmtool import hookspecs
-from pytest_llmtool.agents.budget import Budget
-from pytest_llmtool.gaps.writer import GapsWriter
-from pytest_llmtool.history import HistoryWriter
-from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
-from pytest_llmtool.kinds import Kind
-from pytest_llmtool.kinds.bash.kind import BashKind
-from pytest_llmtool.kinds.optimization.kind import OptimizationKind
-from pytest_llmtool.kinds.scenario.kind import ScenarioKind
-from pytest_llmtool.report import (
-    JsonWriter,
-    MarkdownWriter,
-    StepSummaryWriter,
-    TerminalWriter,
-    Writer,
-)
-from pytest_llmtool.run.compact import ReportSharing
-from pytest_llmtool.run.hosts import HostsController, HostsWorker
-from pytest_llmtool.run.items import LlmFile
-from pytest_llmtool.run.resume import install as install_resume
-from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
-from pytest_llmtool.run.signals import TermAsInterrupt
-from pytest_llmtool.run.state import STATE_KEY, RunState
-from pytest_llmtool.settings import Settings, add_options
+from pytest_llmtool.settings import OPTIONS, add_options, raw_option
+
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds import Kind
+    from pytest_llmtool.report import Writer
+
+ACTIVE_KEY = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,33 +34,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_kinds(config: pytest.Config) -> list[Kind[Any, Any]]:
+    from pytest_llmtool.kinds.bash.kind import BashKind
+    from pytest_llmtool.kinds.optimization.kind import OptimizationKind
+    from pytest_llmtool.kinds.scenario.kind import ScenarioKind
+
     return [BashKind(), ScenarioKind(), OptimizationKind()]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
-    settings = config.stash[STATE_KEY].settings
-    history = settings.history
-    gaps = (
-        [
-            GapsWriter(
-                settings.gaps,
-                settings.gaps_from,
-                # Recorded node ids name datasets relative to the rootdir.
-                bases=[config.rootpath, config.invocation_params.dir],
-            )
-        ]
-        if settings.gaps is not None
-        else []
-    )
-    return [
-        TerminalWriter(),
-        JsonWriter(),
-        MarkdownWriter(),
-        StepSummaryWriter(),
-        *([HistoryWriter(history)] if history is not None else []),
-        *gaps,
-    ]
+    from pytest_llmtool.run.activate import builtin_writers
+
+    return builtin_writers(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,68 +54,49 @@ def pytest_configure(config: pytest.Config) -> None:
         "llm(model, category, mode, difficulty, kind, tier, tag): set by pytest-llmtool on "
         "its items (select with -m \"llm(category='x')\")",
     )
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    worker = HostsWorker(workerinput) if workerinput is not None else None
-    if worker is not None:
-        worker.check_versions()  # before anything else: a refused worker runs nothing
-    try:
-        settings = Settings.from_config(config)
-    except pytest.UsageError as exc:
-        if worker is None:
-            raise
-        # Another host's environment or ini file (say, no API key there): the controller,
-        # which accepted the same options, says so and stops the run.
-        worker.refuse(str(exc))
-    budget = Budget(settings.max_cost)
-    forward = worker.forward_recording if worker and not worker.shares_files else None
-    config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
-    config.stash[KINDS_KEY] = [
-        k for ks in config.hook.pytest_llmtool_kinds(config=config) for k in ks
-    ]
-    config.stash[WRITERS_KEY] = [
-        w for ws in config.hook.pytest_llmtool_writers(config=config) for w in ws
-    ]
-    controller = None if workerinput else Controller(config)
-    # Before anything starts: a journal that cannot be resumed is a usage error.
-    install_resume(config, settings, controller)
-    config.pluginmanager.register(Runner(), "llmtool-runner")
-    if worker is not None:
-        worker.attach(budget)
-        config.pluginmanager.register(worker, "llmtool-hosts")
-    else:
-        config.pluginmanager.register(HostsController(config, budget), "llmtool-hosts")
-    signals = TermAsInterrupt()
-    config.pluginmanager.register(signals, "llmtool-signals")
-    signals.install()
-    # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
-    # default action could cut the cancelling of runs in flight short.
-    config.add_cleanup(signals.uninstall)
-    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
-        from pytest_llmtool.run.html import HtmlItems, HtmlReport
+    config.stash[ACTIVE_KEY] = False
+    if _asked_for(config):
+        _wake(config)
 
-        config.pluginmanager.register(HtmlItems(), "llmtool-html-items")
-        if controller is not None:
-            config.pluginmanager.register(HtmlReport(controller), "llmtool-html")
-    if controller is not None:
-        config.pluginmanager.register(controller, "llmtool-controller")
-        config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
-        if settings.fail_on_regression and settings.baseline is None:
-            raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
-        if settings.baseline is not None or settings.fail_under:
-            gate = RegressionGate(
-                settings.baseline,
-                settings.history,
-                settings.fail_on_regression,
-                settings.allow_missing_baseline,
-                [Threshold.parse(text) for text in settings.fail_under],
-            )
-            config.pluginmanager.register(gate, "llmtool-gate")
-            config.stash[GATE_KEY] = gate
+
+def _asked_for(config: pytest.Config) -> bool:
+    """Whether the run uses the plugin whatever it collects: an option or ini key of ours is
+    set (checked now, so a bad value is a usage error before anything runs), xdist is on (its
+    controller collects nothing), or another plugin brings kinds or writers."""
+    if hasattr(config, "workerinput") or config.getoption("numprocesses", None):
+        return True
+    if config.getoption("dist", "no") != "no" or config.getoption("tx", None):
+        return True
+    if any(raw_option(config, opt) is not None for opt in OPTIONS):
+        return True
+    if config.getini("llm_model_aliases") or config.getini("llm_prices"):
+        return True
+    hooks = config.pluginmanager.hook
+    return any(
+        len(hook.get_hookimpls()) > 1
+        for hook in (hooks.pytest_llmtool_kinds, hooks.pytest_llmtool_writers)
+    )
+
+
+def _wake(config: pytest.Config) -> None:
+    from pytest_llmtool.run.activate import activate
+
+    config.stash[ACTIVE_KEY] = True
+    activate(config)
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
-    state = parent.config.stash[STATE_KEY]
-    for kind in parent.config.stash[KINDS_KEY]:
-        if kind.recognises(file_path, state):
-            return LlmFile.from_parent(parent, path=file_path, kind=kind)
-    return None
+    config = parent.config
+    if not config.stash[ACTIVE_KEY]:
+        if file_path.suffix not in (".jsonl", ".yaml", ".yml"):
+            return None
+        from pytest_llmtool.inputs.sniff import may_be_eval_file
+
+        datasets = str(config.getini("llm_datasets")).split()
+        yamls = str(config.getini("llm_scenarios")).split()
+        if not may_be_eval_file(file_path, datasets, yamls):
+            return None
+        _wake(config)
+    from pytest_llmtool.run.activate import collect_file
+
+    return collect_file(parent, file_path)

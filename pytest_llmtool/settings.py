@@ -9,17 +9,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmtool.agents.base import UnknownModel
-from pytest_llmtool.agents.pricing import DEFAULT_PRICES, Price, parse_prices
-from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
-from pytest_llmtool.agents.retry import RetryPolicy
-from pytest_llmtool.records import TOOL_MODES, ToolMode
-from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
-from pytest_llmtool.sandbox.limits import parse_limits
+if TYPE_CHECKING:
+    from pytest_llmtool.agents.pricing import Price
+    from pytest_llmtool.agents.registry import ModelRef
+    from pytest_llmtool.agents.retry import RetryPolicy
+    from pytest_llmtool.records import ToolMode
 
 
 @dataclass(frozen=True)
@@ -258,6 +256,15 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
+def raw_option(config: pytest.Config, opt: OptionDef) -> str | None:
+    """The option's text when the command line or the ini file sets it, else None."""
+    cli = config.getoption(opt.name)
+    if cli is not None:
+        return "\n".join(cli) if isinstance(cli, list) else str(cli)
+    ini = str(config.getini(opt.name))
+    return None if ini == opt.default else ini
+
+
 def _raw(config: pytest.Config, name: str) -> tuple[str, bool]:
     """The option's text and whether it came from the command line."""
     cli = config.getoption(name)
@@ -334,6 +341,8 @@ def _flag(config: pytest.Config, name: str) -> bool:
 
 
 def _limits(config: pytest.Config) -> dict[str, int]:
+    from pytest_llmtool.sandbox.limits import parse_limits
+
     try:
         return parse_limits(_raw(config, "llm_limits")[0])
     except ValueError as exc:
@@ -341,6 +350,8 @@ def _limits(config: pytest.Config) -> dict[str, int]:
 
 
 def _tool_modes(config: pytest.Config) -> tuple[ToolMode, ...]:
+    from pytest_llmtool.records import TOOL_MODES
+
     names = _split(_raw(config, "llm_tool_mode")[0])
     unknown = [n for n in names if n not in TOOL_MODES]
     if not names or unknown:
@@ -372,6 +383,12 @@ def _resume(config: pytest.Config) -> Path | bool:
     return _path(config, "llm_resume") or False
 
 
+def _retry_policy(**limits: Any) -> RetryPolicy:
+    from pytest_llmtool.agents.retry import RetryPolicy
+
+    return RetryPolicy(**limits)
+
+
 @dataclass(frozen=True)
 class Settings:
     models: tuple[ModelRef, ...]
@@ -387,7 +404,7 @@ class Settings:
     replay_dir: Path | None = None
     base_urls: dict[str, str] = field(default_factory=dict)
     prompt_cache: bool = True
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=_retry_policy)
     prices: dict[str, Price] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
     judge_model: str | None = None
@@ -414,6 +431,13 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
+        # Here, not at the top: the options are declared in every pytest run, and these
+        # imports are what a run that uses the plugin pays for.
+        from pytest_llmtool.agents.base import UnknownModel
+        from pytest_llmtool.agents.pricing import DEFAULT_PRICES, parse_prices
+        from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
+        from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
+
         names = _split(_raw(config, "llm_model")[0])
         if not names:
             raise pytest.UsageError("--llm-model: name at least one model")
@@ -500,7 +524,7 @@ class Settings:
             replay_dir=replay_dir,
             base_urls=_base_urls(_raw(config, "llm_base_url")[0]),
             prompt_cache=cache_text in ("true", "1", "yes", "on"),
-            retry=RetryPolicy(
+            retry=_retry_policy(
                 max_attempts=_number(config, "llm_retries", int, 1),
                 max_seconds=_number(config, "llm_retry_seconds", float, 0),
                 backoff=_number(config, "llm_retry_backoff", float, 0),

@@ -1,0 +1,49 @@
+"""Whether a file may be an eval file, from its name and first bytes, without the plugin.
+
+The plugin is loaded by every pytest run in its environment; most never collect an eval
+file. It wakes (imports the kinds, builds the run's state) at the first file that passes
+this test, so an unrelated suite pays nothing. The test is a superset of what the built-in
+kinds recognise: a file it lets through may still be no eval file (a kind says so), but a
+file it refuses is one no built-in kind would take.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_llmtool.inputs.untrusted import wide_encoding
+
+# A dataset's task lines name a prompt near the top; scenario and optimization files have a
+# top-level `task:` or `optimization:` key.
+_JSONL_PROBE = 1 << 20
+_JSONL_SHAPE = b'"prompt"'
+_YAML_SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?(?:task|optimization)\s*:", re.MULTILINE)
+
+
+def _matches(path: Path, patterns: Sequence[str]) -> bool:
+    return any(path.match(p) for p in patterns)
+
+
+def may_be_eval_file(
+    path: Path, dataset_patterns: Sequence[str], yaml_patterns: Sequence[str]
+) -> bool:
+    """True unless `path` is certainly no dataset, scenario or optimization task."""
+    suffix = path.suffix
+    if suffix == ".jsonl" and _matches(path, dataset_patterns):
+        if path.name.endswith("solutions.jsonl"):  # a bash kind's reference solutions
+            return True
+        try:
+            with path.open("rb") as stream:
+                head = stream.read(_JSONL_PROBE)
+        except OSError:
+            return False
+        return wide_encoding(head[:4]) is not None or _JSONL_SHAPE in head
+    if suffix in (".yaml", ".yml") and _matches(path, yaml_patterns):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return False
+        return wide_encoding(raw[:4]) is not None or bool(_YAML_SHAPE.search(raw))
+    return False

@@ -1,0 +1,129 @@
+"""Waking the plugin: settings, the run's state, the kinds and writers, and the roles.
+
+`plugin.py` calls `activate` once per process, when the run asks for the plugin or at the
+first file that may be an eval file. The roles (`roles.py`) then run the items and report
+them; the writers (`report/`) say what happened. Under xdist, `hosts.py` carries the spend,
+recordings and artifacts between the controller and its workers, wherever they run. Every
+process also turns SIGTERM into Ctrl-C (`signals.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.gaps.writer import GapsWriter
+from pytest_llmtool.history import HistoryWriter
+from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
+from pytest_llmtool.report import (
+    JsonWriter,
+    MarkdownWriter,
+    StepSummaryWriter,
+    TerminalWriter,
+    Writer,
+)
+from pytest_llmtool.run.compact import ReportSharing
+from pytest_llmtool.run.hosts import HostsController, HostsWorker
+from pytest_llmtool.run.items import LlmFile
+from pytest_llmtool.run.resume import install as install_resume
+from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
+from pytest_llmtool.run.signals import TermAsInterrupt
+from pytest_llmtool.run.state import STATE_KEY, RunState
+from pytest_llmtool.settings import Settings
+
+
+def builtin_writers(config: pytest.Config) -> list[Writer]:
+    settings = config.stash[STATE_KEY].settings
+    history = settings.history
+    gaps = (
+        [
+            GapsWriter(
+                settings.gaps,
+                settings.gaps_from,
+                # Recorded node ids name datasets relative to the rootdir.
+                bases=[config.rootpath, config.invocation_params.dir],
+            )
+        ]
+        if settings.gaps is not None
+        else []
+    )
+    return [
+        TerminalWriter(),
+        JsonWriter(),
+        MarkdownWriter(),
+        StepSummaryWriter(),
+        *([HistoryWriter(history)] if history is not None else []),
+        *gaps,
+    ]
+
+
+def activate(config: pytest.Config) -> None:
+    """Build the run's state and register the roles of this process."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    worker = HostsWorker(workerinput) if workerinput is not None else None
+    if worker is not None:
+        worker.check_versions()  # before anything else: a refused worker runs nothing
+    try:
+        settings = Settings.from_config(config)
+    except pytest.UsageError as exc:
+        if worker is None:
+            raise
+        # Another host's environment or ini file (say, no API key there): the controller,
+        # which accepted the same options, says so and stops the run.
+        worker.refuse(str(exc))
+    budget = Budget(settings.max_cost)
+    forward = worker.forward_recording if worker and not worker.shares_files else None
+    config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
+    config.stash[KINDS_KEY] = [
+        k for ks in config.hook.pytest_llmtool_kinds(config=config) for k in ks
+    ]
+    config.stash[WRITERS_KEY] = [
+        w for ws in config.hook.pytest_llmtool_writers(config=config) for w in ws
+    ]
+    controller = None if workerinput else Controller(config)
+    # Before anything starts: a journal that cannot be resumed is a usage error.
+    install_resume(config, settings, controller)
+    config.pluginmanager.register(Runner(), "llmtool-runner")
+    if worker is not None:
+        worker.attach(budget)
+        config.pluginmanager.register(worker, "llmtool-hosts")
+    else:
+        config.pluginmanager.register(HostsController(config, budget), "llmtool-hosts")
+    signals = TermAsInterrupt()
+    config.pluginmanager.register(signals, "llmtool-signals")
+    signals.install()
+    # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
+    # default action could cut the cancelling of runs in flight short.
+    config.add_cleanup(signals.uninstall)
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        from pytest_llmtool.run.html import HtmlItems, HtmlReport
+
+        config.pluginmanager.register(HtmlItems(), "llmtool-html-items")
+        if controller is not None:
+            config.pluginmanager.register(HtmlReport(controller), "llmtool-html")
+    if controller is not None:
+        config.pluginmanager.register(controller, "llmtool-controller")
+        config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
+        if settings.fail_on_regression and settings.baseline is None:
+            raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
+        if settings.baseline is not None or settings.fail_under:
+            gate = RegressionGate(
+                settings.baseline,
+                settings.history,
+                settings.fail_on_regression,
+                settings.allow_missing_baseline,
+                [Threshold.parse(text) for text in settings.fail_under],
+            )
+            config.pluginmanager.register(gate, "llmtool-gate")
+            config.stash[GATE_KEY] = gate
+
+
+def collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
+    state = parent.config.stash[STATE_KEY]
+    for kind in parent.config.stash[KINDS_KEY]:
+        if kind.recognises(file_path, state):
+            return LlmFile.from_parent(parent, path=file_path, kind=kind)
+    return None
