@@ -1,15 +1,18 @@
 """`llmtool`: read the run history from the command line; `llmtool gaps` replays recorded
 runs on the current bashkit and writes their gap report.
 
-`llmtool history list`, `llmtool history trend`, `llmtool history show RUN_ID`: a table by
-default, JSON with `--json` (for scripts and dashboards). Exit status 0, or 2 with a one-line
-message when the database or the run is not there.
+`llmtool history list` (or `llmtool history`), `llmtool history trend`, `llmtool history show
+RUN_ID`: a table by default, JSON with `--json` (for scripts and dashboards). The database is
+the one the plugin writes: `llm_history` of the ini file pytest finds from here, relative to
+its rootdir, unless `--db` names another. Exit status 0, or 2 with a one-line message when the
+database or the run is not there. Output piped into `head` ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +39,7 @@ def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
         [
             str(run["id"]),
             run["started"],
+            ", ".join(run["datasets"]) or "-",
             ", ".join(run["models"]),
             str(run["items"]) + (" PARTIAL" if run["complete"] is False else ""),
             str(run["exit_status"]),
@@ -43,7 +47,7 @@ def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
         ]
         for run in runs
     ]
-    headers = ["Run", "Started", "Models", "Items", "Exit", "Pass rate"]
+    headers = ["Run", "Started", "Datasets", "Models", "Items", "Exit", "Pass rate"]
     return runs, format_table(headers, rows)
 
 
@@ -129,20 +133,25 @@ def _run_ref(text: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    # Unset unless given (SUPPRESS), so `history --db X list` keeps X from the outer parser.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument(
         "--db",
         type=Path,
-        default=history.DEFAULT_PATH,
-        help=f"the history database (default: {history.DEFAULT_PATH})",
+        help="the history database (default: the ini file's llm_history under pytest's "
+        f"rootdir, else {history.DEFAULT_PATH} there)",
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     top = argparse.ArgumentParser(
         prog="llmtool", description="pytest-llmtool's run history and gap reports"
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = top.add_subparsers(dest="command", required=True)
-    hist = commands.add_parser("history", help="runs recorded by --llm-history")
-    actions = hist.add_subparsers(dest="action", required=True)
+    hist = commands.add_parser(
+        "history", parents=[common], help="runs recorded by --llm-history (alone: list them)"
+    )
+    hist.set_defaults(handler=_list)
+    actions = hist.add_subparsers(dest="action")
     actions.add_parser("list", parents=[common], help="every run").set_defaults(handler=_list)
     trend = actions.add_parser(
         "trend", parents=[common], help="pass rate with its 95%% Wilson interval, per run"
@@ -193,14 +202,38 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _version() -> str:
+    import pytest_llmtool
+
+    return str(pytest_llmtool.__version__)
+
+
+def _default_db() -> Path:
+    """The database the plugin writes from here: the ini's `llm_history` (or the default)
+    relative to the rootdir pytest finds."""
+    from pytest_llmtool.run.compat import ini_value
+
+    rootdir, value = ini_value(Path.cwd(), "llm_history")
+    return rootdir / (value.strip() if value and value.strip() else history.DEFAULT_PATH)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "history":
+        args.db = getattr(args, "db", None) or _default_db()
+    args.json = getattr(args, "json", False)
     try:
         data, lines = args.handler(args)
+        print(json.dumps(data, indent=2) if args.json else "\n".join(lines))
+        sys.stdout.flush()
     except (history.HistoryError, ReplayError) as exc:
         print(f"llmtool: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(data, indent=2) if args.json else "\n".join(lines))
+    except BrokenPipeError:
+        # The reader (`| head`) has gone: stop quietly, as `cat` does. Point stdout at
+        # devnull so the interpreter's own flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0
 
 

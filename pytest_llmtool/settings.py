@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -33,6 +33,9 @@ class OptionDef:
     switch: bool = False
     # May be given more than once; the values are joined one per line, as in the ini.
     repeat: bool = False
+    # The ini key's type, as pytest reads it (so a TOML config may write `llm_trials = 3`);
+    # a flag's text is checked the same way, booleans spelled true or false.
+    type: Literal["string", "bool", "int", "float"] = "string"
 
 
 OPTIONS = (
@@ -42,12 +45,15 @@ OPTIONS = (
         "oracle",
         "comma-separated models to evaluate; each task runs once per model (offline: oracle, nop)",
     ),
-    OptionDef("llm_max_turns", "N", "10", "model calls allowed per task before it is cut off"),
+    OptionDef(
+        "llm_max_turns", "N", "10", "model calls allowed per task before it is cut off", type="int"
+    ),
     OptionDef(
         "llm_trials",
         "N",
         "1",
         "attempts per task and model, each its own item in its own sandbox (pass@k, flakiness)",
+        type="int",
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
     OptionDef(
@@ -87,6 +93,7 @@ OPTIONS = (
         "beyond noise (6) or nothing was compared (7), even with failing tasks; errors and "
         "interrupts keep theirs",
         switch=True,
+        type="bool",
     ),
     OptionDef(
         "llm_allow_missing_baseline",
@@ -95,6 +102,7 @@ OPTIONS = (
         "with --llm-fail-on-regression: pass when there is no baseline to compare with (a "
         "first run in CI); an unreadable baseline or one sharing no task still fails (7)",
         switch=True,
+        type="bool",
     ),
     OptionDef(
         "llm_fail_under",
@@ -110,13 +118,15 @@ OPTIONS = (
         "N",
         "8",
         "tasks whose agent loops may run at once in one pytest process (per worker under -n)",
+        type="int",
     ),
     OptionDef(
         "llm_adaptive",
         "BOOL",
-        "on",
+        "true",
         "adapt how many model calls are in flight per provider to its rate-limit headers and "
-        "429s, within --llm-concurrency (on/off; off: a fixed window of --llm-concurrency)",
+        "429s, within --llm-concurrency (false: a fixed window of --llm-concurrency)",
+        type="bool",
     ),
     OptionDef(
         "llm_max_cost",
@@ -135,18 +145,33 @@ OPTIONS = (
         "base URL of an OpenAI-compatible server, or 'anthropic=URL,openai=URL'",
     ),
     OptionDef(
-        "llm_prompt_cache", "BOOL", "true", "set Anthropic prompt-cache breakpoints (true/false)"
+        "llm_prompt_cache",
+        "BOOL",
+        "true",
+        "set Anthropic prompt-cache breakpoints (true/false)",
+        type="bool",
     ),
-    OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors"),
+    OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors", type="int"),
     OptionDef(
         "llm_retry_seconds",
         "S",
         "600",
         "the longest one model call may take, retries and waits included",
+        type="float",
     ),
-    OptionDef("llm_call_timeout", "S", "300", "the longest one attempt of a model call may take"),
     OptionDef(
-        "llm_retry_backoff", "S", "2", "first retry delay when the server gives no Retry-After"
+        "llm_call_timeout",
+        "S",
+        "300",
+        "the longest one attempt of a model call may take",
+        type="float",
+    ),
+    OptionDef(
+        "llm_retry_backoff",
+        "S",
+        "2",
+        "first retry delay when the server gives no Retry-After",
+        type="float",
     ),
     OptionDef(
         "llm_solutions",
@@ -160,7 +185,7 @@ OPTIONS = (
         "NAME",
         "",
         "model that judges scenarios with a rubric and bash tasks' llm_judge checks "
-        "(a scenario's own judge.model wins; fallback: $LLM_TOOL_TEST_JUDGE)",
+        "(a scenario's own judge.model wins; fallback: $LLMTOOL_JUDGE_MODEL)",
     ),
     OptionDef(
         "llm_agent_cmd",
@@ -240,7 +265,7 @@ def add_options(parser: pytest.Parser) -> None:
             help=f"{opt.help} (ini: {opt.name}; default: {opt.default or 'none'})",
             **optional,
         )
-        parser.addini(opt.name, help=opt.help, default=opt.default)
+        parser.addini(opt.name, help=opt.help, type=opt.type, default=_typed(opt))
     parser.addini(
         "llm_model_aliases",
         help="extra model aliases, one 'alias = provider:model-id' per line",
@@ -256,13 +281,38 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
+def _typed(opt: OptionDef) -> Any:
+    """The default as the ini key's type holds it."""
+    if opt.type == "bool":
+        return opt.default == "true"
+    if opt.type in ("int", "float"):
+        return {"int": int, "float": float}[opt.type](opt.default)
+    return opt.default
+
+
+def _ini(config: pytest.Config, name: str) -> str:
+    """The ini value as text (booleans `true`/`false`); a value of the wrong type is a usage
+    error naming the key."""
+    try:
+        value = config.getini(name)
+    except (pytest.UsageError, ValueError, TypeError) as exc:
+        kind = next((o.type for o in OPTIONS if o.name == name), "string")
+        expected = {"bool": "true or false", "int": "an integer", "float": "a number"}
+        raise pytest.UsageError(
+            f"ini {name}: expected {expected.get(kind, 'text')} ({exc})"
+        ) from None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def raw_option(config: pytest.Config, opt: OptionDef) -> str | None:
     """The option's text when the command line or the ini file sets it, else None."""
     cli = config.getoption(opt.name)
     if cli is not None:
         return "\n".join(cli) if isinstance(cli, list) else str(cli)
-    ini = str(config.getini(opt.name))
-    return None if ini == opt.default else ini
+    ini = _ini(config, opt.name)
+    return None if ini == str(_typed(opt)) or ini == opt.default else ini
 
 
 def _raw(config: pytest.Config, name: str) -> tuple[str, bool]:
@@ -272,7 +322,7 @@ def _raw(config: pytest.Config, name: str) -> tuple[str, bool]:
         return "\n".join(cli), True
     if cli is not None:
         return str(cli), True
-    return str(config.getini(name)), False
+    return _ini(config, name), False
 
 
 def _split(value: str) -> list[str]:
@@ -334,10 +384,10 @@ def _baseline(config: pytest.Config) -> str | Path | None:
 
 def _flag(config: pytest.Config, name: str) -> bool:
     text = _raw(config, name)[0].strip().lower()
-    if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+    if text not in ("true", "false"):
         flag = "--" + name.replace("_", "-")
         raise pytest.UsageError(f"{flag}: expected true or false, got {text!r}")
-    return text in ("true", "1", "yes", "on")
+    return text == "true"
 
 
 def _limits(config: pytest.Config) -> dict[str, int]:
@@ -376,9 +426,9 @@ def _gaps_from(config: pytest.Config, gaps: Path | None) -> tuple[Path, ...]:
 
 def _resume(config: pytest.Config) -> Path | bool:
     text = _raw(config, "llm_resume")[0].strip()
-    if text.lower() in ("", "false", "0", "no", "off"):
+    if text.lower() in ("", "false"):
         return False
-    if text.lower() in ("true", "1", "yes", "on"):
+    if text.lower() == "true":
         return True
     return _path(config, "llm_resume") or False
 
@@ -466,7 +516,7 @@ class Settings:
                     f"(problem: {exc!r})"
                 ) from None
         judge_model = _raw(config, "llm_judge_model")[0].strip() or os.environ.get(
-            "LLM_TOOL_TEST_JUDGE"
+            "LLMTOOL_JUDGE_MODEL"
         )
         if judge_model:
             try:
@@ -493,11 +543,6 @@ class Settings:
             raise pytest.UsageError(f"--llm-replay: {replay_dir} is not a directory")
 
         max_cost_text = _raw(config, "llm_max_cost")[0].strip()
-        cache_text = _raw(config, "llm_prompt_cache")[0].strip().lower()
-        if cache_text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-            raise pytest.UsageError(
-                f"--llm-prompt-cache: expected true or false, got {cache_text!r}"
-            )
         sandbox = _raw(config, "llm_sandbox")[0].strip().lower()
         if sandbox not in SANDBOX_MODES:
             raise pytest.UsageError(
@@ -523,7 +568,7 @@ class Settings:
             record_dir=record_dir,
             replay_dir=replay_dir,
             base_urls=_base_urls(_raw(config, "llm_base_url")[0]),
-            prompt_cache=cache_text in ("true", "1", "yes", "on"),
+            prompt_cache=_flag(config, "llm_prompt_cache"),
             retry=_retry_policy(
                 max_attempts=_number(config, "llm_retries", int, 1),
                 max_seconds=_number(config, "llm_retry_seconds", float, 0),

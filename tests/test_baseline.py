@@ -415,7 +415,7 @@ def test_the_gate_switch_takes_no_value_and_its_ini_key_is_checked(
     pytester.makeini("[pytest]\nllm_fail_on_regression = maybe\n")
     result = _run(pytester, "--llm-baseline=last")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--llm-fail-on-regression: expected true or false*"])
+    result.stderr.fnmatch_lines(["*ini llm_fail_on_regression: expected true or false*"])
 
 
 def test_a_baseline_from_a_copied_report(pytester: pytest.Pytester, dataset: Path) -> None:

@@ -189,7 +189,7 @@ def test_a_judge_not_asked_after_a_failed_gate_counts_zero(
 def test_a_judge_the_run_has_no_model_for_drops_out_of_the_composite(
     pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("LLM_TOOL_TEST_JUDGE", raising=False)
+    monkeypatch.delenv("LLMTOOL_JUDGE_MODEL", raising=False)
     evaluation = _composite_run(pytester, project)
     assert evaluation["judge_verdict"] == "judge not run: no judge model (--llm-judge-model)"
     # (0.1 * 1.0 + 0.5 * 1.0) / 0.6: no run of this scenario is judged, none is penalised.

@@ -8,6 +8,7 @@ only: 1/4. Wilson 95% for 2/3: centre (2/3 + 1.96^2/6) / (1 + 1.96^2/3) = 0.5640
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -44,12 +45,18 @@ def test_list(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (oracle["low"], oracle["high"]) == pytest.approx((0.2077, 0.9385), abs=1e-4)
     assert main(["history", "list", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["Run", "Started", "Models", "Items", "Exit", "Pass", "rate"]
+    header = ["Run", "Started", "Datasets", "Models", "Items", "Exit", "Pass", "rate"]
+    assert lines[0].split() == header
     assert lines[1].split()[:1] + lines[1].split()[2:] == [
-        *["1", "oracle,", "nop", "7", "1"],
+        *["1", "data.jsonl", "oracle,", "nop", "7", "1"],
         *["oracle", "66.7%", "(2/3),", "nop", "25.0%", "(1/4)"],
     ]
-    assert lines[2].split()[2:] == ["nop", "4", "1", "nop", "25.0%", "(1/4)"]
+    assert lines[2].split()[2:] == ["data.jsonl", "nop", "4", "1", "nop", "25.0%", "(1/4)"]
+    assert [r["datasets"] for r in runs] == [["data.jsonl"], ["data.jsonl"]]
+    # `history` alone lists the runs; the options may come before or after the action.
+    assert main(["history", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+    assert [r["id"] for r in _json(capsys, "history", "--db", str(db), "list")] == [1, 2]
 
 
 def test_trend_by_model_category_and_task(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,3 +162,41 @@ def test_readers_take_no_write_lock(db: Path, capsys: pytest.CaptureFixture[str]
         assert "oracle" in capsys.readouterr().out
     finally:
         db.parent.chmod(0o755)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import pytest_llmtool
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"llmtool {pytest_llmtool.__version__}\n"
+
+
+def test_the_database_is_found_from_the_rootdir_as_the_plugin_finds_it(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # The ini moves the history; the command runs from a folder below the rootdir.
+    pytester.makeini("[pytest]\nllm_history = runs/h.db\n")
+    pytester.runpytest("--llm-model=nop")
+    below = pytester.mkdir("deep")
+    done = subprocess.run(
+        [str(LLMTOOL), "history", "--json"], cwd=below, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["models"] for r in json.loads(done.stdout)] == [["nop"]]
+
+
+def test_a_closed_pipe_ends_quietly(db: Path, pytester: pytest.Pytester) -> None:
+    # As `llmtool history list | head -0`: the reader is gone before the first write.
+    reader, writer = os.pipe()
+    os.close(reader)
+    done = subprocess.run(
+        [str(LLMTOOL), "history", "list"],
+        cwd=pytester.path,
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(writer)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -163,7 +163,7 @@ def test_adaptive_off_is_the_fixed_window(pytester: pytest.Pytester, server: Fak
     server.script(TASKS[1]["prompt"], [Turn(tool_calls=["echo hello"]), Turn(text="done")])
     server.rate_limit(requests_per_second=1000)
     result = pytester.runpytest(
-        "--llm-model=openai:gpt-5.2", "--llm-adaptive=off", "--llm-report=out"
+        "--llm-model=openai:gpt-5.2", "--llm-adaptive=false", "--llm-report=out"
     )
     result.assert_outcomes(passed=1)
     calls = read_report(pytester)["results"][0]["trace"]["llm_calls"]

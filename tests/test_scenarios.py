@@ -421,7 +421,7 @@ def test_llm_judge_checks_of_bash_tasks_use_the_judge(
 def test_no_judge_model_reports_the_layer_as_not_run(
     pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("LLM_TOOL_TEST_JUDGE", raising=False)
+    monkeypatch.delenv("LLMTOOL_JUDGE_MODEL", raising=False)
     data = scenario()
     data["evaluation"]["judge"] = {"enabled": True, "rubric": "rubric.yaml"}
     write_scenario(project, data)
@@ -435,7 +435,7 @@ def test_no_judge_model_reports_the_layer_as_not_run(
 def test_judge_model_falls_back_to_the_environment(
     pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LLM_TOOL_TEST_JUDGE", "haiku")
+    monkeypatch.setenv("LLMTOOL_JUDGE_MODEL", "haiku")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     write_scenario(project, scenario())
     result = pytester.runpytest()

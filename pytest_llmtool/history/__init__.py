@@ -356,7 +356,8 @@ def _rate(passed: int, scored: int) -> dict[str, Any]:
 
 
 def runs(path: Path) -> list[dict[str, Any]]:
-    """Every run, oldest first: when, models, items, exit status, pass rate per model."""
+    """Every run, oldest first: when, its datasets (the files its items came from), models,
+    items, exit status, pass rate per model."""
     with reading(path) as (db, version):
         rows = db.execute(
             "SELECT id, started, finished, exit_status, models, items,"
@@ -366,6 +367,13 @@ def runs(path: Path) -> list[dict[str, Any]]:
             "SELECT run_id, model, SUM(outcome = 'pass'), SUM(outcome != 'error')"
             " FROM results GROUP BY run_id, model"
         ).fetchall()
+        files = db.execute(
+            "SELECT DISTINCT run_id, substr(nodeid, 1, instr(nodeid, '::') - 1) FROM results"
+            " ORDER BY 1, 2"
+        ).fetchall()
+    datasets: dict[int, list[str]] = {}
+    for run_id, file in files:
+        datasets.setdefault(run_id, []).append(file)
     rates: dict[int, dict[str, dict[str, Any]]] = {}
     for run_id, model, passed, scored in counts:
         rates.setdefault(run_id, {})[model] = _rate(passed, scored)
@@ -380,6 +388,7 @@ def runs(path: Path) -> list[dict[str, Any]]:
                 "started": started,
                 "finished": finished,
                 "exit_status": exit_status,
+                "datasets": datasets.get(run_id, []),
                 "models": names,
                 "items": items,
                 # False: a partial run; None: recorded before runs said so.

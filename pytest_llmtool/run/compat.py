@@ -50,3 +50,24 @@ def gateway_pid(node: Any) -> int | None:
         return None
     pid: int = gateway._rinfo().pid
     return pid
+
+
+def ini_value(invocation_dir: Path, name: str) -> tuple[Path, str | None]:
+    """The rootdir pytest would find from `invocation_dir`, and the ini file's value of
+    `name` there (None when unset): for the command line, which has no pytest config.
+
+    `_pytest.config.findpaths.determine_setup` is how pytest finds both; since pytest 9 an
+    ini value is a `ConfigValue` (its `.value`), before that the text itself.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    rootdir, _, inicfg, _ = determine_setup(
+        inifile=None,
+        override_ini=None,
+        args=[],
+        rootdir_cmd_arg=None,
+        invocation_dir=invocation_dir,
+    )
+    found = inicfg.get(name)
+    value = getattr(found, "value", found)
+    return rootdir, None if value is None else str(value)
