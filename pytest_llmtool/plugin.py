@@ -24,6 +24,7 @@ from pytest_llmtool.kinds import Kind
 from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.optimization.kind import OptimizationKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
+from pytest_llmtool.redact import redactor
 from pytest_llmtool.report import (
     JsonWriter,
     MarkdownWriter,
@@ -68,6 +69,11 @@ def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
         if settings.gaps is not None
         else []
     )
+    inspect: list[Writer] = []
+    if settings.inspect_log is not None:
+        from pytest_llmtool.report.inspect_log import InspectLogWriter
+
+        inspect.append(InspectLogWriter(settings.inspect_log, redactor(config)))
     return [
         TerminalWriter(),
         JsonWriter(),
@@ -75,6 +81,7 @@ def pytest_llmtool_writers(config: pytest.Config) -> list[Writer]:
         StepSummaryWriter(),
         *([HistoryWriter(history)] if history is not None else []),
         *gaps,
+        *inspect,
     ]
 
 
