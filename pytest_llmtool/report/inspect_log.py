@@ -60,7 +60,7 @@ def _safe(name: str) -> str:
 
 def sample_key(nodeid: str, model: str, trial: int) -> tuple[str, str]:
     """(file, sample id) of an item: its name without the model and the trial, so that the
-    attempts of a task share an id and only a kind's variant (`[baseline]`, `[v2.md]`) stays."""
+    attempts of a task share an id and only a kind's variant (`[baseline]`, `[v2]`) stays."""
     path, _, name = nodeid.rpartition("::")
     task, _, bracket = name.partition("[")
     bracket = bracket.removesuffix("]").removesuffix(f"-t{trial + 1}")
