@@ -206,6 +206,7 @@ def test_tokens_of_a_real_client_are_the_samples_model_usage(
     assert usage.total_cost is not None and usage.total_cost > 0
     assert log.stats.model_usage["anthropic/claude-haiku-4-5"].total_tokens == 3_047
     [user, call, tool, reply] = beta.messages
+    assert user.text == TASKS[1]["prompt"]
     assert call.model == "anthropic/claude-haiku-4-5"
     assert call.tool_calls[0].arguments == {"commands": "echo hello"}
     assert "hello" in tool.text
