@@ -25,12 +25,19 @@ from inspect_ai.log import EvalLog  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
 
 from pytest_llmtool.records import (  # noqa: E402
+    AgentTaskMetrics,
     AgentTrace,
     EvalReport,
+    EvaluationResult,
+    GateResult,
+    InteractionMetrics,
     LLMCallMetrics,
     Message,
     ModelInfo,
+    OptimizationResult,
+    PytestSummary,
     RunMetadata,
+    ScenarioResult,
     ScoreResult,
     TaskResult,
     TaskScore,
@@ -355,3 +362,101 @@ def test_the_command_line_is_redacted_in_a_real_run(
     assert "not [redacted ANTHROPIC_API_KEY]" in command_line
     with zipfile.ZipFile(path) as archive:
         assert not [n for n in archive.namelist() if SERVER_KEY in archive.read(n).decode()]
+
+
+def _calls(tokens: int, cost: float | None) -> list[LLMCallMetrics]:
+    return [
+        LLMCallMetrics(
+            call_number=1,
+            input_tokens=tokens,
+            output_tokens=10,
+            latency_ms=1,
+            cumulative_input=tokens,
+            tool_calls_made=0,
+            cost_usd=cost,
+        )
+    ]
+
+
+def test_optimization_attempts_and_judged_scenarios_map_too(tmp_path: Path) -> None:
+    """Kinds whose runs take long, built in process: an optimization attempt too slow to pass
+    and a scenario with a judge, whose calls are the judge role's usage."""
+    trace = AgentTrace(
+        messages=[Message(role="user", content=[TextBlock(text="Make it fast.")])],
+        llm_calls=_calls(100, 0.01),
+        turns=1,
+        natural_stop=True,
+    )
+    attempt = OptimizationResult(
+        nodeid="opt/task.yaml::rows[m]",
+        model="m",
+        task_id="rows",
+        category="python",
+        agent="builtin:m",
+        min_speedup=1.5,
+        metrics=AgentTaskMetrics(
+            per_benchmark_speedups=[],
+            pytest_summary=PytestSummary(passed=1),
+            pytest_failed=False,
+            snapshot_failed=False,
+            success=True,
+            fallback_to_baseline=False,
+            num_benchmarks=1,
+            num_valid_benchmarks=1,
+            task_speedup=1.2,
+        ),
+        trace=trace,
+        notes=["a note"],
+        artifacts="",
+        duration_ms=5,
+    )
+    judged = ScenarioResult(
+        nodeid="s.yaml::add[m-v2]",
+        model="m",
+        scenario="add",
+        guidance="v2.md",
+        tags=[],
+        tier=1,
+        evaluation=EvaluationResult(
+            interaction=InteractionMetrics(),
+            gates=[GateResult(gate_type="file_contains", passed=False, message="no eggs")],
+            gates_passed=0,
+            gates_total=1,
+            judge_score=0.75,
+            composite_score=0.4,
+            outcome="fail",
+            reason="a gate failed",
+        ),
+        trace=trace,
+        notes=[],
+        artifacts="",
+        duration_ms=5,
+        judge_calls=_calls(50, 0.02),
+    )
+    report = _report("x")
+    report.results = []
+    report.optimization_results = [attempt]
+    report.scenarios = [judged]
+    paths = InspectLogWriter(tmp_path, Redactor({})).files(report, [], None)
+    logs = {p.name.split("_")[1]: inspect_log.read_eval_log(str(p)) for p in paths}
+    assert set(logs) == {"scenario", "optimization"}
+
+    [rows] = logs["optimization"].samples or []
+    assert (rows.id, rows.input, rows.target) == ("rows", "Make it fast.", ["speedup > 1.5"])
+    assert rows.scores["speedup"].value == "I"
+    assert rows.scores["speedup"].explanation == "speedup 1.2x, needed above 1.5x\na note"
+    assert rows.scores["task_speedup"].value == 1.2
+    assert rows.metadata["agent"] == "builtin:m"
+    assert rows.model_usage["p/m"].total_cost == 0.01
+
+    [add] = logs["scenario"].samples or []
+    assert add.id == "add[v2]"
+    assert add.scores["gates"].explanation == "a gate failed\nfile_contains: no eggs"
+    assert (add.scores["judge"].value, add.scores["composite"].value) == (0.75, 0.4)
+    assert add.role_usage["judge"].total_tokens == 60
+    stats = logs["scenario"].stats
+    assert stats.role_usage["judge"].total_cost == 0.02
+    assert stats.model_usage["p/m"].total_tokens == 110
+    accuracy = {s.name: s.metrics for s in logs["scenario"].results.scores}
+    assert accuracy["gates"]["accuracy"].value == 0.0
+    assert accuracy["judge"]["mean"].value == 0.75

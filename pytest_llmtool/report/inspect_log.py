@@ -9,7 +9,7 @@ What maps to what: a sample per item (id: the task id, with the kind's variant s
 tool mode or guidance document in brackets; epoch: the trial, from 1), the task prompt as its
 input, the checks, gates or speedup as its scores (C or I, with the failed ones as the
 explanation, and the numbers beside), the agent's calls as its model usage, and an item that
-could not be scored as a sample with an error. Every string is redacted first.
+could not be scored as a sample with an error. Every string is redacted as it is written.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.records import (
     AgentTrace,
+    ErrorRecord,
     EvalReport,
     ItemResult,
     LLMCallMetrics,
@@ -216,6 +217,70 @@ def _optimization(
     return [f"speedup > {result.min_speedup:g}"], scores, metadata
 
 
+_TRACED = (TaskResult, ScenarioResult, OptimizationResult)
+
+
+def _result_sample(result: ItemResult, kind: str, model: str) -> EvalSample:
+    """One item of a built-in kind as an Inspect sample (`model`: its Inspect name)."""
+    from inspect_ai.log import EvalSample, EvalSampleLimit
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
+
+    if isinstance(result, TaskResult):
+        target, scores, metadata = _bash(result)
+    elif isinstance(result, ScenarioResult):
+        target, scores, metadata = _scenario(result)
+    else:
+        assert isinstance(result, OptimizationResult)
+        target, scores, metadata = _optimization(result)
+    trace = result.trace if isinstance(result, _TRACED) else None
+    messages = _messages(trace, model) if trace else []
+    replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
+    stop: Literal["stop", "unknown"] = "stop" if trace and trace.natural_stop else "unknown"
+    limit = None
+    if trace and trace.timed_out:
+        limit = EvalSampleLimit(type="time", limit=trace.duration_ms / 1000)
+    elif trace and not trace.natural_stop:
+        limit = EvalSampleLimit(type="turn", limit=trace.turns)
+    calls = trace.llm_calls if trace else []
+    return EvalSample(
+        id=sample_key(result.nodeid, result.model, result.trial)[1],
+        epoch=result.trial + 1,
+        input=_prompt(trace),
+        target=target,
+        messages=messages,
+        output=ModelOutput(
+            model=model,
+            choices=[ChatCompletionChoice(message=replies[-1], stop_reason=stop)]
+            if replies
+            else [],
+        ),
+        scores=scores,
+        metadata={"kind": kind, "nodeid": result.nodeid, **metadata},
+        model_usage={model: _usage(calls)} if calls else {},
+        role_usage={"judge": _usage(result.judge_calls)} if result.judge_calls else {},
+        total_time=trace.duration_ms / 1000 if trace else None,
+        turn_count=trace.turns if trace else None,
+        limit=limit,
+    )
+
+
+def _error_sample(error: ErrorRecord, key: str) -> EvalSample:
+    """An item that could not be scored: its error, no score."""
+    from inspect_ai._util.error import EvalError
+    from inspect_ai.log import EvalSample
+
+    return EvalSample(
+        id=key,
+        epoch=error.trial + 1,
+        input="",
+        target="",
+        error=EvalError(
+            message=error.message, traceback=error.message, traceback_ansi=error.message
+        ),
+        metadata={"kind": error.kind, "nodeid": error.nodeid, "category": error.category},
+    )
+
+
 class _Log:
     """The samples of one (model, kind) as they are made, and what their header needs."""
 
@@ -223,8 +288,16 @@ class _Log:
         self.kind, self.model = kind, model
         self.samples: list[EvalSample] = []
         self.keys: list[tuple[str, str]] = []
-        self.agent_calls: list[LLMCallMetrics] = []
-        self.judge_calls: list[LLMCallMetrics] = []
+        # Summed over the samples by role: the agent's model ("agent") and the judge.
+        self.usage: dict[str, ModelUsage] = {}
+
+    def add(self, key: tuple[str, str], sample: EvalSample) -> None:
+        self.keys.append(key)
+        self.samples.append(sample)
+        used = [("agent", u) for u in sample.model_usage.values()]
+        used += [("judge", u) for u in sample.role_usage.values()]  # its only role
+        for role, usage in used:
+            self.usage[role] = self.usage[role] + usage if role in self.usage else usage
 
 
 class InspectLogWriter(Writer):
@@ -258,104 +331,29 @@ class InspectLogWriter(Writer):
         ]
 
     def _write(self, report: EvalReport) -> list[Path]:
-        from inspect_ai._util.error import EvalError
-        from inspect_ai.log import EvalSample, EvalSampleLimit
-        from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
-
+        """A kind at a time: only its samples are held while its logs are written."""
         names = {m.name: f"{m.provider}/{m.model_id}" for m in report.metadata.models}
-        logs: dict[tuple[str, str], _Log] = {}
-
-        def log_of(kind: str, model: str) -> _Log:
-            return logs.setdefault((kind, model), _Log(kind, model))
-
-        for kind, field in KIND_RESULTS:
-            results: Sequence[ItemResult] = getattr(report, field)
-            for result in results:
-                if isinstance(result, TaskResult):
-                    target, scores, metadata = _bash(result)
-                    trace: AgentTrace | None = result.trace
-                elif isinstance(result, ScenarioResult):
-                    target, scores, metadata = _scenario(result)
-                    trace = result.trace
-                else:
-                    assert isinstance(result, OptimizationResult)
-                    target, scores, metadata = _optimization(result)
-                    trace = result.trace
-                model = names.get(result.model, result.model)
-                log = log_of(kind, result.model)
-                messages = _messages(trace, model) if trace else []
-                replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
-                calls = trace.llm_calls if trace else []
-                log.agent_calls += calls
-                log.judge_calls += result.judge_calls
-                limit = None
-                if trace and trace.timed_out:
-                    limit = EvalSampleLimit(type="time", limit=trace.duration_ms / 1000)
-                elif trace and not trace.natural_stop:
-                    limit = EvalSampleLimit(type="turn", limit=trace.turns)
-                path, key = sample_key(result.nodeid, result.model, result.trial)
-                log.keys.append((path, key))
-                log.samples.append(
-                    EvalSample(
-                        id=key,
-                        epoch=result.trial + 1,
-                        input=_prompt(trace),
-                        target=target,
-                        messages=messages,
-                        output=ModelOutput(
-                            model=model,
-                            choices=[
-                                ChatCompletionChoice(
-                                    message=replies[-1],
-                                    stop_reason="stop"
-                                    if trace and trace.natural_stop
-                                    else "unknown",
-                                )
-                            ]
-                            if replies
-                            else [],
-                        ),
-                        scores=scores,
-                        metadata={"kind": kind, "nodeid": result.nodeid, **metadata},
-                        model_usage={model: _usage(calls)} if calls else {},
-                        role_usage=(
-                            {"judge": _usage(result.judge_calls)} if result.judge_calls else {}
-                        ),
-                        total_time=(trace.duration_ms / 1000) if trace else None,
-                        turn_count=trace.turns if trace else None,
-                        limit=limit,
-                    )
-                )
-        for error in report.errors:
-            if not (error.kind and error.model):  # a bad dataset line: no model ran it
-                continue
-            log = log_of(error.kind, error.model)
-            path, key = sample_key(error.nodeid, error.model, error.trial)
-            log.keys.append((path, key))
-            log.samples.append(
-                EvalSample(
-                    id=key,
-                    epoch=error.trial + 1,
-                    input="",
-                    target="",
-                    error=EvalError(
-                        message=error.message,
-                        traceback=error.message,
-                        traceback_ansi=error.message,
-                    ),
-                    metadata={
-                        "kind": error.kind,
-                        "nodeid": error.nodeid,
-                        "category": error.category,
-                    },
-                )
-            )
         run_id = uuid.uuid4().hex
         self.directory.mkdir(parents=True, exist_ok=True)
-        return [
-            self._write_log(report, log, names.get(log.model, log.model), run_id)
-            for log in logs.values()
-        ]
+        written = []
+        for kind, field in KIND_RESULTS:
+            logs: dict[str, _Log] = {}
+            results: Sequence[ItemResult] = getattr(report, field)
+            for result in results:
+                log = logs.setdefault(result.model, _Log(kind, result.model))
+                sample = _result_sample(result, kind, names.get(result.model, result.model))
+                log.add(sample_key(result.nodeid, result.model, result.trial), sample)
+            for error in report.errors:
+                # A bad dataset line has no model: no model ran it.
+                if error.kind == kind and error.model:
+                    log = logs.setdefault(error.model, _Log(kind, error.model))
+                    key = sample_key(error.nodeid, error.model, error.trial)
+                    log.add(key, _error_sample(error, key[1]))
+            for log in logs.values():
+                written.append(
+                    self._write_log(report, log, names.get(log.model, log.model), run_id)
+                )
+        return written
 
     def _write_log(self, report: EvalReport, log: _Log, model: str, run_id: str) -> Path:
         """One log file, written whole under a temporary name and then moved into place."""
@@ -438,8 +436,8 @@ class InspectLogWriter(Writer):
             stats=EvalStats(
                 started_at=meta.started,
                 completed_at=meta.finished,
-                model_usage={model: _usage(log.agent_calls)} if log.agent_calls else {},
-                role_usage={"judge": _usage(log.judge_calls)} if log.judge_calls else {},
+                model_usage={model: log.usage["agent"]} if "agent" in log.usage else {},
+                role_usage={"judge": log.usage["judge"]} if "judge" in log.usage else {},
             ),
         )
         return EvalLog.model_validate_json(self.redact(header.model_dump_json()))
