@@ -460,3 +460,17 @@ def test_optimization_attempts_and_judged_scenarios_map_too(tmp_path: Path) -> N
     accuracy = {s.name: s.metrics for s in logs["scenario"].results.scores}
     assert accuracy["gates"]["accuracy"].value == 0.0
     assert accuracy["judge"]["mean"].value == 0.75
+
+
+def test_under_xdist_the_controller_writes_every_workers_samples_once(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--llm-model=oracle,nop", "--llm-inspect-log=logs"
+    )
+    result.assert_outcomes(passed=3, failed=4, skipped=1)
+    logs = read_logs(pytester.path / "logs")
+    assert sorted(str(s.id) for s in logs[("bash", "offline/oracle")].samples or []) == [
+        "alpha", "beta", "gamma",
+    ]  # fmt: skip
+    assert len(logs[("bash", "offline/nop")].samples or []) == 4
