@@ -474,3 +474,24 @@ def test_under_xdist_the_controller_writes_every_workers_samples_once(
         "alpha", "beta", "gamma",
     ]  # fmt: skip
     assert len(logs[("bash", "offline/nop")].samples or []) == 4
+
+
+def test_a_generate_task_keeps_its_script_run_beside_the_reply(pytester: pytest.Pytester) -> None:
+    generate = {
+        "id": "gen",
+        "category": "text",
+        "description": "one script",
+        "prompt": "Print hi.",
+        "mode": "generate",
+        "expectations": [{"check": "stdout_contains:hi"}],
+        "solution": "echo hi",
+    }
+    write_dataset(pytester, [generate])
+    pytester.runpytest("-p", "no:cacheprovider", "--llm-inspect-log=logs").assert_outcomes(passed=1)
+    [log] = read_logs(pytester.path / "logs").values()
+    [gen] = log.samples or []
+    assert [m.role for m in gen.messages] == ["user", "assistant"]
+    assert gen.metadata["mode"] == "generate"
+    assert gen.metadata["generate"]["script_found"] is True
+    [run] = gen.metadata["script_runs"]
+    assert (run["commands"].strip(), run["stdout"], run["exit_code"]) == ("echo hi", "hi\n", 0)

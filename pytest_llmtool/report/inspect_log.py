@@ -152,13 +152,16 @@ def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, An
         "checks": _pass(result.passed, explanation, score=score.score, max_score=score.max_score),
         "weighted": _number(score.rate()),
     }
-    metadata = {
+    metadata: dict[str, Any] = {
         "category": result.category,
         "mode": result.mode,
         "difficulty": result.difficulty,
         "checks": [r.model_dump(mode="json") for r in score.results],
         **({"tool_mode": result.scripting.mode} if result.scripting else {}),
     }
+    if result.generate is not None:  # the script ran once, outside the conversation
+        metadata["generate"] = result.generate.model_dump(mode="json")
+        metadata["script_runs"] = [c.model_dump(mode="json") for c in result.trace.tool_calls]
     return [r.check for r in score.results], scores, metadata
 
 
