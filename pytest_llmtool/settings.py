@@ -4,6 +4,7 @@ one-line usage error before anything runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -69,6 +70,13 @@ OPTIONS = (
         "",
         "with --llm-gaps: replay these recorded runs (report.json files or --llm-report "
         "directories) on the current sandbox and show each gap's calls then and now",
+    ),
+    OptionDef(
+        "llm_inspect_log",
+        "DIR",
+        "",
+        "also write the run as Inspect AI logs into DIR, one per model and kind, to open with "
+        "`inspect view --log-dir DIR` (needs the inspect extra)",
     ),
     OptionDef(
         "llm_history",
@@ -424,6 +432,19 @@ def _gaps_from(config: pytest.Config, gaps: Path | None) -> tuple[Path, ...]:
     return paths
 
 
+def _inspect_log(config: pytest.Config) -> Path | None:
+    """--llm-inspect-log: refused at once where inspect_ai is missing (found, not imported:
+    the plugin pays nothing for it until the writer runs). Workers never write it."""
+    path = _path(config, "llm_inspect_log")
+    worker = hasattr(config, "workerinput")
+    if path is not None and not worker and importlib.util.find_spec("inspect_ai") is None:
+        raise pytest.UsageError(
+            "--llm-inspect-log needs inspect-ai, which is not installed: "
+            "pip install 'pytest-llmtool[inspect]'"
+        )
+    return path
+
+
 def _resume(config: pytest.Config) -> Path | bool:
     text = _raw(config, "llm_resume")[0].strip()
     if text.lower() in ("", "false"):
@@ -478,6 +499,8 @@ class Settings:
     gaps_from: tuple[Path, ...] = ()
     # --llm-tool-mode: the modes scripting-tool tasks run in, each its own item.
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
+    # --llm-inspect-log: where the run goes as Inspect AI logs.
+    inspect_log: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -593,4 +616,5 @@ class Settings:
             solutions=_path(config, "llm_solutions"),
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
+            inspect_log=_inspect_log(config),
         )

@@ -29,7 +29,7 @@ from pytest_llmtool.run.compact import ReportSharing
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
 from pytest_llmtool.run.resume import install as install_resume
-from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner
+from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner, redactor
 from pytest_llmtool.run.signals import TermAsInterrupt
 from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.settings import Settings
@@ -50,6 +50,11 @@ def builtin_writers(config: pytest.Config) -> list[Writer]:
         if settings.gaps is not None
         else []
     )
+    inspect: list[Writer] = []
+    if settings.inspect_log is not None:
+        from pytest_llmtool.report.inspect_log import InspectLogWriter
+
+        inspect.append(InspectLogWriter(settings.inspect_log, redactor(config)))
     return [
         TerminalWriter(),
         JsonWriter(),
@@ -57,6 +62,7 @@ def builtin_writers(config: pytest.Config) -> list[Writer]:
         StepSummaryWriter(),
         *([HistoryWriter(history)] if history is not None else []),
         *gaps,
+        *inspect,
     ]
 
 

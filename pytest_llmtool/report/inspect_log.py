@@ -1,0 +1,457 @@
+"""`--llm-inspect-log=DIR`: the run as Inspect AI evaluation logs, for `inspect view`.
+
+One log per model and kind, built with inspect_ai's own types and written by its own writer,
+so Inspect's viewer (and anything else that reads its logs) shows our items as samples: the
+conversation with its tool calls and results, the scores, the tokens. inspect_ai is imported
+only here, when the writer runs, and only the `inspect` extra installs it.
+
+What maps to what: a sample per item (id: the task id, with the kind's variant such as a
+tool mode or guidance document in brackets; epoch: the trial, from 1), the task prompt as its
+input, the checks, gates or speedup as its scores (C or I, with the failed ones as the
+explanation, and the numbers beside), the agent's calls as its model usage, and an item that
+could not be scored as a sample with an error. Every string is redacted as it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_llmtool.records import (
+    AgentTrace,
+    ErrorRecord,
+    EvalReport,
+    ItemResult,
+    LLMCallMetrics,
+    OptimizationResult,
+    ScenarioResult,
+    TaskResult,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from pytest_llmtool.report import Writer
+from pytest_llmtool.report.redact import Redactor
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.model import ChatMessage, ModelUsage
+    from inspect_ai.scorer import Score
+
+    from pytest_llmtool.kinds import Kind
+
+# The report's lists of results, by the kind that makes them.
+KIND_RESULTS = (
+    ("bash", "results"),
+    ("scenario", "scenarios"),
+    ("optimization", "optimization_results"),
+)
+# Scores whose value is C or I: averaged as `accuracy`; the others' numbers as `mean`.
+PASS_FAIL = ("checks", "gates", "speedup")
+
+
+def _safe(name: str) -> str:
+    """A model name as part of a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
+
+
+def sample_key(nodeid: str, model: str, trial: int) -> tuple[str, str]:
+    """(file, sample id) of an item: its name without the model and the trial, so that the
+    attempts of a task share an id and only a kind's variant (`[baseline]`, `[v2]`) stays."""
+    path, _, name = nodeid.rpartition("::")
+    task, _, bracket = name.partition("[")
+    bracket = bracket.removesuffix("]").removesuffix(f"-t{trial + 1}")
+    label = bracket.removeprefix(model).removeprefix("-") if bracket.startswith(model) else bracket
+    return path, f"{task}[{label}]" if label else task
+
+
+def _usage(calls: Sequence[LLMCallMetrics]) -> ModelUsage:
+    """Inspect counts the cached parts of a prompt apart from `input_tokens`; ours include them."""
+    from inspect_ai.model import ModelUsage
+
+    given = sum(c.input_tokens for c in calls)
+    read = sum(c.cache_read_tokens for c in calls)
+    written = sum(c.cache_write_tokens for c in calls)
+    output = sum(c.output_tokens for c in calls)
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    return ModelUsage(
+        input_tokens=max(0, given - read - written),
+        output_tokens=output,
+        total_tokens=given + output,
+        input_tokens_cache_read=read or None,
+        input_tokens_cache_write=written or None,
+        total_cost=sum(costs) if costs else None,
+    )
+
+
+def _messages(trace: AgentTrace, model: str) -> list[ChatMessage]:
+    """The conversation in Inspect's messages: a tool result becomes a `tool` message naming
+    the call it answers."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+    from inspect_ai.tool import ToolCall
+
+    names: dict[str, str] = {}
+    messages: list[ChatMessage] = []
+    for message in trace.messages:
+        text = message.text()
+        if message.role == "assistant":
+            calls = [
+                ToolCall(id=b.id, function=b.name, arguments=b.input)
+                for b in message.content
+                if isinstance(b, ToolUseBlock)
+            ]
+            names.update((c.id, c.function) for c in calls)
+            messages.append(
+                ChatMessageAssistant(content=text, tool_calls=calls or None, model=model)
+            )
+            continue
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                messages.append(
+                    ChatMessageTool(
+                        content=block.content,
+                        tool_call_id=block.tool_use_id,
+                        function=names.get(block.tool_use_id),
+                    )
+                )
+        if any(isinstance(b, TextBlock) for b in message.content):
+            messages.append(ChatMessageUser(content=text))
+    return messages
+
+
+def _prompt(trace: AgentTrace | None) -> str:
+    """The task as the agent was given it: the conversation's first user text."""
+    for message in trace.messages if trace else []:
+        if message.role == "user" and message.text():
+            return message.text()
+    return ""
+
+
+def _pass(passed: bool, explanation: str, **metadata: Any) -> Score:
+    from inspect_ai.scorer import CORRECT, INCORRECT, Score
+
+    return Score(value=CORRECT if passed else INCORRECT, explanation=explanation, metadata=metadata)
+
+
+def _number(value: float) -> Score:
+    from inspect_ai.scorer import Score
+
+    return Score(value=value)
+
+
+def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
+    """Target, scores and metadata of a bash task: its checks, all and the failed ones."""
+    score = result.score
+    failed = "\n".join(f"{r.check}: {r.detail}" for r in score.failed())
+    explanation = failed or "every check passed"
+    scores = {
+        "checks": _pass(result.passed, explanation, score=score.score, max_score=score.max_score),
+        "weighted": _number(score.rate()),
+    }
+    metadata: dict[str, Any] = {
+        "category": result.category,
+        "mode": result.mode,
+        "difficulty": result.difficulty,
+        "checks": [r.model_dump(mode="json") for r in score.results],
+        **({"tool_mode": result.scripting.mode} if result.scripting else {}),
+    }
+    if result.generate is not None:  # the script ran once, outside the conversation
+        metadata["generate"] = result.generate.model_dump(mode="json")
+        metadata["script_runs"] = [c.model_dump(mode="json") for c in result.trace.tool_calls]
+    return [r.check for r in score.results], scores, metadata
+
+
+def _scenario(result: ScenarioResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
+    """A scenario: its gates decide, the judge's and the composite score stand beside."""
+    evaluation = result.evaluation
+    failed = [f"{g.gate_type}: {g.message}" for g in evaluation.gates if not g.passed]
+    explanation = "\n".join([evaluation.reason, *failed] if evaluation.reason else failed)
+    scores = {
+        "gates": _pass(
+            result.passed,
+            explanation or f"{evaluation.gates_passed} of {evaluation.gates_total} gates passed",
+            gates_passed=evaluation.gates_passed,
+            gates_total=evaluation.gates_total,
+        )
+    }
+    if evaluation.judge_score is not None:
+        scores["judge"] = _number(evaluation.judge_score)
+    if evaluation.composite_score is not None:
+        scores["composite"] = _number(evaluation.composite_score)
+    metadata = {
+        "scenario": result.scenario,
+        "guidance": result.guidance,
+        "tags": result.tags,
+        "tier": result.tier,
+        "gates": [g.model_dump(mode="json") for g in evaluation.gates],
+        "interaction": evaluation.interaction.model_dump(mode="json"),
+        "notes": result.notes,
+    }
+    return [g.gate_type for g in evaluation.gates], scores, metadata
+
+
+def _optimization(
+    result: OptimizationResult,
+) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
+    """An optimization attempt: passed when it succeeded faster than the task asks."""
+    metrics = result.metrics
+    speedup = metrics.task_speedup
+    why = [
+        *(["the tests or the snapshot failed"] if not metrics.success else []),
+        *([f"changed the harness: {', '.join(result.tampered_files)}"] if metrics.tampered else []),
+        *(["the benchmarks gave nothing usable"] if metrics.measurement_failed else []),
+        *result.notes,
+    ]
+    shown = "none" if speedup is None else f"{speedup:.3g}x"
+    explanation = "\n".join([f"speedup {shown}, needed above {result.min_speedup:g}x", *why])
+    scores = {"speedup": _pass(result.passed, explanation, task_speedup=speedup)}
+    if speedup is not None:
+        scores["task_speedup"] = _number(speedup)
+    metadata = {
+        "category": result.category,
+        "agent": result.agent,
+        "min_speedup": result.min_speedup,
+        "metrics": metrics.model_dump(mode="json"),
+    }
+    return [f"speedup > {result.min_speedup:g}"], scores, metadata
+
+
+_TRACED = (TaskResult, ScenarioResult, OptimizationResult)
+
+
+def _result_sample(result: ItemResult, kind: str, model: str) -> EvalSample:
+    """One item of a built-in kind as an Inspect sample (`model`: its Inspect name)."""
+    from inspect_ai.log import EvalSample, EvalSampleLimit
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
+
+    if isinstance(result, TaskResult):
+        target, scores, metadata = _bash(result)
+    elif isinstance(result, ScenarioResult):
+        target, scores, metadata = _scenario(result)
+    else:
+        assert isinstance(result, OptimizationResult)
+        target, scores, metadata = _optimization(result)
+    trace = result.trace if isinstance(result, _TRACED) else None
+    messages = _messages(trace, model) if trace else []
+    replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
+    stop: Literal["stop", "unknown"] = "stop" if trace and trace.natural_stop else "unknown"
+    limit = None
+    if trace and trace.timed_out:
+        limit = EvalSampleLimit(type="time", limit=trace.duration_ms / 1000)
+    elif trace and not trace.natural_stop:
+        limit = EvalSampleLimit(type="turn", limit=trace.turns)
+    calls = trace.llm_calls if trace else []
+    return EvalSample(
+        id=sample_key(result.nodeid, result.model, result.trial)[1],
+        epoch=result.trial + 1,
+        input=_prompt(trace),
+        target=target,
+        messages=messages,
+        output=ModelOutput(
+            model=model,
+            choices=[ChatCompletionChoice(message=replies[-1], stop_reason=stop)]
+            if replies
+            else [],
+        ),
+        scores=scores,
+        metadata={"kind": kind, "nodeid": result.nodeid, **metadata},
+        model_usage={model: _usage(calls)} if calls else {},
+        role_usage={"judge": _usage(result.judge_calls)} if result.judge_calls else {},
+        total_time=trace.duration_ms / 1000 if trace else None,
+        turn_count=trace.turns if trace else None,
+        limit=limit,
+    )
+
+
+def _error_sample(error: ErrorRecord, key: str) -> EvalSample:
+    """An item that could not be scored: its error, no score."""
+    from inspect_ai._util.error import EvalError
+    from inspect_ai.log import EvalSample
+
+    return EvalSample(
+        id=key,
+        epoch=error.trial + 1,
+        input="",
+        target="",
+        error=EvalError(
+            message=error.message, traceback=error.message, traceback_ansi=error.message
+        ),
+        metadata={"kind": error.kind, "nodeid": error.nodeid, "category": error.category},
+    )
+
+
+class _Log:
+    """The samples of one (model, kind) as they are made, and what their header needs."""
+
+    def __init__(self, kind: str, model: str) -> None:
+        self.kind, self.model = kind, model
+        self.samples: list[EvalSample] = []
+        self.keys: list[tuple[str, str]] = []
+        # Summed over the samples by role: the agent's model ("agent") and the judge.
+        self.usage: dict[str, ModelUsage] = {}
+
+    def add(self, key: tuple[str, str], sample: EvalSample) -> None:
+        self.keys.append(key)
+        self.samples.append(sample)
+        used = [("agent", u) for u in sample.model_usage.values()]
+        used += [("judge", u) for u in sample.role_usage.values()]  # its only role
+        for role, usage in used:
+            self.usage[role] = self.usage[role] + usage if role in self.usage else usage
+
+
+class InspectLogWriter(Writer):
+    """Writes the Inspect AI logs into `directory`; a failure is said on the terminal, not
+    raised, so it never costs the run its other reports."""
+
+    def __init__(self, directory: Path, redact: Redactor) -> None:
+        self.directory = directory
+        self.redact = redact
+        self.paths: list[Path] = []
+        self.problem: str | None = None
+
+    def files(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
+    ) -> list[Path]:
+        try:
+            self.paths = self._write(report)
+        except (OSError, ValueError) as exc:  # a pydantic ValidationError is a ValueError
+            self.problem = self.redact(f"{type(exc).__name__}: {exc}")
+        return self.paths
+
+    def terminal(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
+        if self.problem is not None:
+            return ["", f"inspect logs: not written: {self.problem}"]
+        if not self.paths:
+            return []
+        return [
+            "",
+            f"inspect logs: {len(self.paths)} in {self.directory} "
+            f"(inspect view --log-dir {self.directory})",
+        ]
+
+    def _write(self, report: EvalReport) -> list[Path]:
+        """A kind at a time: only its samples are held while its logs are written."""
+        names = {m.name: f"{m.provider}/{m.model_id}" for m in report.metadata.models}
+        run_id = uuid.uuid4().hex
+        self.directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        for kind, field in KIND_RESULTS:
+            logs: dict[str, _Log] = {}
+            results: Sequence[ItemResult] = getattr(report, field)
+            for result in results:
+                log = logs.setdefault(result.model, _Log(kind, result.model))
+                sample = _result_sample(result, kind, names.get(result.model, result.model))
+                log.add(sample_key(result.nodeid, result.model, result.trial), sample)
+            for error in report.errors:
+                # A bad dataset line has no model: no model ran it.
+                if error.kind == kind and error.model:
+                    log = logs.setdefault(error.model, _Log(kind, error.model))
+                    key = sample_key(error.nodeid, error.model, error.trial)
+                    log.add(key, _error_sample(error, key[1]))
+            for log in logs.values():
+                written.append(
+                    self._write_log(report, log, names.get(log.model, log.model), run_id)
+                )
+        return written
+
+    def _write_log(self, report: EvalReport, log: _Log, model: str, run_id: str) -> Path:
+        """One log file, written whole under a temporary name and then moved into place."""
+        from inspect_ai.log import EvalSample, write_eval_log
+
+        _unique_ids(log)
+        header = self._header(report, log, model, run_id)
+        # Every string of a sample, redacted once more as the JSON text it is written as.
+        header.samples = [
+            EvalSample.model_validate_json(self.redact(s.model_dump_json())) for s in log.samples
+        ]
+        stamp = report.metadata.started[:19].replace(":", "-")
+        path = self.directory / f"{stamp}_{log.kind}_{_safe(log.model)}.eval"
+        tmp = path.with_name(f".{path.stem}.tmp.eval")
+        write_eval_log(header, str(tmp))
+        os.replace(tmp, path)
+        return path
+
+    def _header(self, report: EvalReport, log: _Log, model: str, run_id: str) -> EvalLog:
+        """The log without its samples: what ran, how it scored, what it used; redacted."""
+        from inspect_ai.log import (
+            EvalConfig,
+            EvalDataset,
+            EvalLog,
+            EvalMetric,
+            EvalResults,
+            EvalScore,
+            EvalSpec,
+            EvalStats,
+        )
+        from inspect_ai.scorer import value_to_float
+
+        to_float = value_to_float()  # C is 1, I is 0
+        meta = report.metadata
+        ids = list(dict.fromkeys(str(s.id) for s in log.samples))
+        scored = [s for s in log.samples if s.scores]
+        eval_scores = []
+        for name in dict.fromkeys(n for s in scored for n in s.scores or {}):
+            values = [
+                to_float(s.scores[name].value) for s in scored if s.scores and name in s.scores
+            ]
+            metric = "accuracy" if name in PASS_FAIL else "mean"
+            eval_scores.append(
+                EvalScore(
+                    name=name,
+                    scorer=name,
+                    scored_samples=len(values),
+                    unscored_samples=len(log.samples) - len(values),
+                    metrics={metric: EvalMetric(name=metric, value=sum(values) / len(values))},
+                )
+            )
+        packages = {"pytest-llmtool": meta.plugin, "pytest": meta.pytest}
+        if meta.bashkit:
+            packages["bashkit"] = meta.bashkit
+        header = EvalLog(
+            status="success" if meta.complete is not False else "cancelled",
+            eval=EvalSpec(
+                run_id=run_id,
+                created=meta.started,
+                task=log.kind,
+                task_display_name=f"{log.kind} ({log.model})",
+                dataset=EvalDataset(name=log.kind, samples=len(ids), sample_ids=ids),
+                model=model,
+                config=EvalConfig(
+                    epochs=meta.trials,
+                    turn_limit=meta.max_turns,
+                    cost_limit=report.budget.limit_usd if report.budget else None,
+                ),
+                packages=packages,
+                metadata={
+                    "pytest_llmtool": meta.model_dump(mode="json", exclude={"models"}),
+                    "partial": report.partial,
+                },
+            ),
+            results=EvalResults(
+                total_samples=len(log.samples),
+                completed_samples=len(scored),
+                scores=eval_scores,
+            ),
+            stats=EvalStats(
+                started_at=meta.started,
+                completed_at=meta.finished,
+                model_usage={model: log.usage["agent"]} if "agent" in log.usage else {},
+                role_usage={"judge": log.usage["judge"]} if "judge" in log.usage else {},
+            ),
+        )
+        return EvalLog.model_validate_json(self.redact(header.model_dump_json()))
+
+
+def _unique_ids(log: _Log) -> None:
+    """Two files of one kind may share a task id: then the file names the sample too."""
+    seen: dict[tuple[str, int], set[str]] = {}
+    for (path, key), sample in zip(log.keys, log.samples, strict=True):
+        seen.setdefault((key, sample.epoch), set()).add(path)
+    clashing = {key for (key, _), paths in seen.items() if len(paths) > 1}
+    for (path, key), sample in zip(log.keys, log.samples, strict=True):
+        if key in clashing:
+            sample.id = f"{path}::{key}"
