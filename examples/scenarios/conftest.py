@@ -3,7 +3,8 @@
 The server listens on a free loopback port (the socket is bound here, so there is no race for
 the port) in a thread of this pytest process, one per xdist worker; each MCP session has its
 own notes, so items running side by side do not see each other's. Its URL and a random bearer
-token are put in the environment, where the scenario's `${env:...}` values find them.
+token (the one already there, if any) are put in the environment, where the scenario's
+`${env:...}` values find them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     assert spec is not None and spec.loader is not None
     notes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(notes)
-    token = secrets.token_urlsafe(24)
+    token = os.environ.get(TOKEN) or secrets.token_urlsafe(24)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -50,6 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SERVER not in config.stash:  # pytest_configure failed
+        return
     server, thread, saved = config.stash[_SERVER]
     server.should_exit = True  # type: ignore[attr-defined]
     thread.join(timeout=10)

@@ -65,7 +65,7 @@ def build(store_file: Path | None) -> MCPServer:
         return sessions.setdefault(session, Store())
 
     @server.tool(description="How the notes tools work: call this when unsure.")
-    def help() -> str:  # noqa: A001 - the tool's name
+    def help() -> str:
         return HELP
 
     @server.tool(description="Add a note; titles are unique. Returns the note with its id.")
@@ -87,11 +87,11 @@ def build(store_file: Path | None) -> MCPServer:
         return json.dumps([n for n in notes if tag is None or tag in n["tags"]])
 
     @server.tool(description="One note by id, as JSON.")
-    def get_note(ctx: Context, id: int) -> str:  # noqa: A002 - the argument's name
+    def get_note(ctx: Context, id: int) -> str:
         return json.dumps(store(ctx).find(id))
 
     @server.tool(description="Delete a note by id.")
-    def delete_note(ctx: Context, id: int) -> str:  # noqa: A002 - the argument's name
+    def delete_note(ctx: Context, id: int) -> str:
         notes = store(ctx)
         notes.notes.remove(notes.find(id))
         notes.save()

@@ -197,6 +197,43 @@ async def connect(
     network: bool,
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[McpConnection]:
+    """A session with the target's server for the length of the block (`_connect`). An error
+    raised in the block or by the session leaves it as itself, not wrapped in the exception
+    group of the SDK's task group, so the item reports what went wrong."""
+    try:
+        async with _connect(
+            target, workdir=workdir, env=env, jail=jail, network=network, environ=environ
+        ) as connection:
+            yield connection
+    except BaseExceptionGroup as group:
+        raise _first(group) from None
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception that matters in a group: an `McpError` if there is one, else the first."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    return next((e for e in leaves if isinstance(e, McpError)), leaves[0])
+
+
+@contextlib.asynccontextmanager
+async def _connect(
+    target: McpTarget,
+    *,
+    workdir: Path,
+    env: dict[str, str],
+    jail: Jail | None,
+    network: bool,
+    environ: Mapping[str, str] | None = None,
+) -> AsyncIterator[McpConnection]:
     """A session with the target's server for the length of the block, its tools listed and
     checked against the declaration. `env` is the scrubbed environment the server starts with
     (stdio); `${env:NAME}` values come from `environ` (pytest's own by default)."""
