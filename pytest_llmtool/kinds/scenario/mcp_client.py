@@ -57,6 +57,7 @@ EXCERPT = 4000  # characters of a tool result the model sees and the report keep
 MAX_DESCRIPTION = 2000  # characters of a tool description offered to the model
 MAX_SCHEMA = 32 * 1024  # characters of a tool's input schema, as JSON
 MAX_TOOLS = 512  # tools/list entries read, over all pages
+MAX_PAGES = 64  # tools/list pages read (a cursor that never ends would loop forever)
 CONNECT_TIMEOUT = 30.0  # seconds to start, initialize and list tools
 STDERR_TAIL = 2000  # bytes of the server's stderr quoted in an error
 TRUNCATED = "\n[result truncated by pytest-llmtool: {size} characters in all]"
@@ -65,6 +66,10 @@ TRUNCATED = "\n[result truncated by pytest-llmtool: {size} characters in all]"
 class McpError(SandboxError):
     """The MCP server failed as infrastructure: it did not start, died, hung, sent too much,
     or lacks a declared tool."""
+
+
+class McpTimeout(McpError):
+    """A tools/call got no answer in time."""
 
 
 @dataclass
@@ -126,7 +131,8 @@ class McpConnection:
             with anyio.fail_after(limit):
                 result = await self.session.call_tool(tool, arguments)
         except TimeoutError:
-            raise self._fail(f"tools/call {tool!r} got no answer within {limit:g} s") from None
+            error = self._fail(f"tools/call {tool!r} got no answer within {limit:g} s")
+            raise McpTimeout(str(error)) from None
         except MCPError as exc:
             if self.wire.failure is not None or self.wire.exit_code is not None:
                 raise self._fail(f"tools/call {tool!r} failed", exc) from None
@@ -311,12 +317,12 @@ def _secrets(
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
     tools: list[types.Tool] = []
     cursor: str | None = None
-    while len(tools) < MAX_TOOLS:
+    for _ in range(MAX_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         tools += page.tools
         cursor = page.next_cursor
-        if not cursor:
+        if not cursor or len(tools) >= MAX_TOOLS:
             break
     return tools[:MAX_TOOLS]
 

@@ -318,6 +318,8 @@ def _mcp_runner(
 ) -> Callable[[ToolUseBlock], Awaitable[ToolCallResult]]:
     """The agent loop's `run_tool`: bash in the sandbox, declared tools on the server, any
     other name refused without reaching the server."""
+    from pytest_llmtool.kinds.scenario.mcp_client import McpTimeout
+
     offered = {spec.name for spec in mcp.specs}
 
     async def run_tool(call: ToolUseBlock) -> ToolCallResult:
@@ -329,7 +331,18 @@ def _mcp_runner(
                 commands=shown, stdout=f"unknown tool {call.name!r}", stderr="", exit_code=1
             )
         remaining = max(0.1, deadline - time.monotonic())
-        record, _ = await mcp.call(call.name, dict(call.input), remaining)
+        try:
+            record, _ = await mcp.call(call.name, dict(call.input), remaining)
+        except McpTimeout:
+            if remaining >= mcp.call_timeout:
+                raise  # the server hung: an infrastructure error
+            # The scenario's own time ran out during the call: the run timed out.
+            return ToolCallResult(
+                commands=shown,
+                stdout=f"[the scenario's time limit ran out during this call ({remaining:g} s)]",
+                stderr="",
+                exit_code=124,
+            )
         return ToolCallResult(
             commands=shown, stdout=record.result, stderr="", exit_code=int(record.is_error)
         )
