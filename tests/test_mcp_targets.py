@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fake_llm_server import FakeLLMServer, ToolCall, Turn
-from helpers import read_report, write_scenario
+from helpers import RUBRIC, read_report, write_scenario
 
 from pytest_llmtool.kinds.scenario.interaction import from_mcp_calls
 from pytest_llmtool.kinds.scenario.run import mcp_judge_context
@@ -263,7 +263,9 @@ def test_secrets_in_the_server_env_never_reach_a_report(
     data = _mcp_scenario("leaky", [], [{"tool": "leak"}])
     data["target"]["transport"]["env"] = {"HOSTILE_SECRET": "${env:HOSTILE_VALUE}"}
     write_scenario(hostile, data)
-    result = pytester.runpytest("--llm-report=out", "--junitxml=out/junit.xml", "-rA")
+    result = pytester.runpytest(
+        "--llm-report=out", "--junitxml=out/junit.xml", "--html=out/report.html", "-rA"
+    )
     result.assert_outcomes(passed=1)
     (run,) = read_report(pytester)["scenarios"]
     assert run["mcp"]["calls"][0]["result"] == "my secret is [redacted env:HOSTILE_VALUE]"
@@ -451,6 +453,30 @@ def test_guidance_versions_of_an_mcp_scenario_reach_the_model(
     systems = sorted(str(r.body["system"]) for r in server.requests if r.body.get("tools"))
     assert any("Call ok once." in s for s in systems)
     assert any("Never call hang" in s for s in systems)
+
+
+def test_the_judge_is_told_the_server_its_tools_and_the_calls(
+    pytester: pytest.Pytester, hostile: Path, server: FakeLLMServer
+) -> None:
+    (hostile / "rubric.yaml").write_text(RUBRIC)
+    data = _mcp_scenario("judged", [], [{"tool": "ok"}, {"tool": "leak"}])
+    data["evaluation"]["judge"] = {"enabled": True, "rubric": "rubric.yaml"}
+    write_scenario(hostile, data)
+    answer = {
+        "scores": {"correctness": 1.0, "efficiency": 1.0},
+        "weighted_score": 1.0,
+        "confidence": 0.9,
+        "issues": [],
+        "highlights": [],
+    }
+    server.script_containing("Grade how an AI agent", [Turn(text=json.dumps(answer))])
+    result = pytester.runpytest("--llm-judge-model=haiku", "--llm-report=out")
+    result.assert_outcomes(passed=1)
+    (judge,) = [r for r in server.requests if r.body.get("model") == "claude-haiku-4-5"]
+    prompt = json.dumps(judge.body["messages"])
+    assert "the MCP server `hostile` exposing tools [ok, hang, crash, huge, leak, net]" in prompt
+    assert "The agent made 2 MCP tool calls:" in prompt
+    assert "2. leak {} -> ok" in prompt
 
 
 def _call(tool: str, is_error: bool = False, **arguments: Any) -> McpToolCall:
