@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fake_llm_server import FakeLLMServer, ToolCall, Turn
-from helpers import RUBRIC, read_report, write_scenario
+from helpers import RUBRIC, read_report, scenario, write_scenario
 
 from pytest_llmtool.kinds.scenario.interaction import from_mcp_calls
 from pytest_llmtool.kinds.scenario.run import mcp_judge_context
@@ -172,6 +172,8 @@ def test_the_example_mcp_scenarios_pass_under_oracle_and_fail_under_nop(
     events = (Path(stdio["artifacts"]) / "events.jsonl").read_text().splitlines()
     assert [json.loads(e)["event"] for e in events] == ["mcp_tool_call"] * 6
     assert HEADER_SECRET not in _written(pytester) + result.stdout.str() + result.stderr.str()
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert "| add_note | 3 | 0 | 0 |" in markdown  # the stdio oracle's per-tool breakdown
 
 
 @pytest.mark.parametrize("provider", ["anthropic:claude-sonnet-4-5", "openai:gpt-5.2"])
@@ -477,6 +479,24 @@ def test_the_judge_is_told_the_server_its_tools_and_the_calls(
     assert "the MCP server `hostile` exposing tools [ok, hang, crash, huge, leak, net]" in prompt
     assert "The agent made 2 MCP tool calls:" in prompt
     assert "2. leak {} -> ok" in prompt
+
+
+def test_an_external_agent_cannot_run_an_mcp_scenario_and_says_so(
+    pytester: pytest.Pytester, hostile: Path
+) -> None:
+    write_scenario(hostile, _mcp_scenario("external", [], [{"tool": "ok"}]))
+    result = pytester.runpytest("--llm-agent-cmd=true {model}", "--llm-model=some-agent")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*an MCP target is driven by the built-in agent; --llm-agent-cmd cannot run*"]
+    )
+
+
+def test_an_explicit_cli_kind_loads_as_before(pytester: pytest.Pytester, project: Path) -> None:
+    data = scenario()
+    data["target"] = {"kind": "cli", **data["target"]}
+    write_scenario(project, data)
+    pytester.runpytest("--llm-model=oracle").assert_outcomes(passed=1)
 
 
 def _call(tool: str, is_error: bool = False, **arguments: Any) -> McpToolCall:
