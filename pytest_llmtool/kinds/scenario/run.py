@@ -245,6 +245,7 @@ async def _builtin_agent(
     artifacts: Path,
     jail: Jail | None,
     mcp: McpConnection | None = None,
+    agents_md: str | None = None,
 ) -> tuple[AgentTrace, str, bool]:
     scenario = run.scenario
     deadline = time.monotonic() + scenario.timeout_secs
@@ -259,7 +260,7 @@ async def _builtin_agent(
     else:
         assert isinstance(scenario.target, McpTarget)
         shell = scenario.target.shell
-        system = _mcp_system_prompt(scenario.target, workdir)
+        system = _mcp_system_prompt(scenario.target, agents_md)
         tools = [*([WORKDIR_TOOL] if shell else []), *mcp.specs]
         run_tool = _mcp_runner(mcp, sandbox, shell, deadline)
     trace = await run_agent_loop(
@@ -297,7 +298,18 @@ def _bash_calls(trace: AgentTrace) -> list[ToolCallResult]:
     return [call for use, call in zip(uses, trace.tool_calls, strict=False) if use.id in bash]
 
 
-def _mcp_system_prompt(target: McpTarget, workdir: Path) -> str:
+def _agents_md(root: Path, workdir: Path) -> str | None:
+    """The work directory's AGENTS.md (its start), read before any server of the item runs:
+    then no sandboxed process can swap it for a link to a host file while it is read."""
+    guide = workdir / "AGENTS.md"
+    if not hostio.confined(root, guide) or not guide.is_file():
+        return None
+    with open(guide, "rb") as stream:
+        head = stream.read(AGENTS_MD_CHARS * 4)
+    return head.decode("utf-8", errors="replace")[:AGENTS_MD_CHARS]
+
+
+def _mcp_system_prompt(target: McpTarget, agents_md: str | None) -> str:
     """The MCP scenario's system prompt. A host agent reads the project's AGENTS.md by
     itself; the built-in one, without a shell to read it, is given it here."""
     shell = " and a bash tool for the project's working directory" if target.shell else ""
@@ -306,10 +318,8 @@ def _mcp_system_prompt(target: McpTarget, workdir: Path) -> str:
         f"you{shell}. Use them to carry out the task. When the task is done, answer with a "
         "short summary and no tool call."
     )
-    guide = workdir / "AGENTS.md"
-    if guide.is_file() and not guide.is_symlink():
-        content = guide.read_text(encoding="utf-8", errors="replace")[:AGENTS_MD_CHARS]
-        text += f"\n\nThe project's AGENTS.md:\n<agents_md>\n{content}\n</agents_md>"
+    if agents_md is not None:
+        text += f"\n\nThe project's AGENTS.md:\n<agents_md>\n{agents_md}\n</agents_md>"
     return text
 
 
@@ -431,8 +441,9 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     env = _prepare(run, workdir, artifacts)
     jail = _jail(run, env)
     await _setup(scenario, workdir, env, jail)
+    agents_md = _agents_md(run.root, workdir) if isinstance(scenario.target, McpTarget) else None
     async with _mcp_session(run, workdir, env, jail) as mcp:
-        return await _run_and_evaluate(run, workdir, artifacts, env, jail, mcp, started)
+        return await _run_and_evaluate(run, workdir, artifacts, env, jail, mcp, agents_md, started)
 
 
 async def _run_and_evaluate(
@@ -442,6 +453,7 @@ async def _run_and_evaluate(
     env: dict[str, str],
     jail: Jail | None,
     mcp: McpConnection | None,
+    agents_md: str | None,
     started: float,
 ) -> ScenarioResult:
     scenario = run.scenario
@@ -458,7 +470,7 @@ async def _run_and_evaluate(
     else:
         assert not isinstance(run.model, str)
         trace, transcript, completed = await _builtin_agent(
-            run, run.model, workdir, env, artifacts, jail, mcp
+            run, run.model, workdir, env, artifacts, jail, mcp, agents_md
         )
         if mcp is not None:
             interaction = from_mcp_calls(mcp.record.calls, completed)
