@@ -3,10 +3,14 @@ and nop, a scripted model through the real SDK clients, hostile servers, bad dec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
 import textwrap
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -497,6 +501,63 @@ def test_an_explicit_cli_kind_loads_as_before(pytester: pytest.Pytester, project
     data["target"] = {"kind": "cli", **data["target"]}
     write_scenario(project, data)
     pytester.runpytest("--llm-model=oracle").assert_outcomes(passed=1)
+
+
+@pytest.fixture
+def big_http_server() -> Iterator[str]:
+    """An MCP server on loopback HTTP whose `huge` tool answers 50 MB; yields its URL."""
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    mcp_server = MCPServer("big", log_level="WARNING")
+    mcp_server.tool(name="huge")(lambda: "x" * (50 * 1024 * 1024))
+    sock = socket.create_server(("127.0.0.1", 0))
+    http = uvicorn.Server(uvicorn.Config(mcp_server.streamable_http_app(), log_level="warning"))
+    thread = threading.Thread(target=http.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not http.started and thread.is_alive():
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    http.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def _connect_and_call(url: str, tool: str, environ: dict[str, str] | None = None) -> str:
+    """Call `tool` on the server at `url`; the McpError's message, or the result."""
+    from pytest_llmtool.kinds.scenario.mcp_client import McpError, connect
+    from pytest_llmtool.kinds.scenario.mcp_target import HttpTransport, McpTarget
+
+    target = McpTarget(
+        name="big", transport=HttpTransport(url=url), tools=["huge"], call_timeout_secs=60
+    )
+
+    async def run() -> str:
+        async with connect(
+            target, workdir=Path("."), env={}, jail=None, network=False, environ=environ or {}
+        ) as session:
+            call, _ = await session.call(tool, {})
+            return call.result
+
+    try:
+        return asyncio.run(run())
+    except McpError as exc:
+        return f"McpError: {exc}"
+
+
+def test_an_http_server_sending_50_mb_is_an_error_read_only_to_the_cap(
+    big_http_server: str,
+) -> None:
+    message = _connect_and_call(big_http_server, "huge")
+    assert message == (
+        "McpError: MCP server 'big': tools/call 'huge' failed: the server sent a response of "
+        "more than 4 MiB; it was not read"
+    )
+
+
+def test_a_url_from_the_environment_must_still_be_loopback() -> None:
+    message = _connect_and_call("${env:MCP_URL}", "huge", {"MCP_URL": "http://mcp.example.com/mcp"})
+    assert message.startswith("McpError: target.transport.url: mcp.example.com is not a loopback")
 
 
 def _call(tool: str, is_error: bool = False, **arguments: Any) -> McpToolCall:
