@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,12 +26,6 @@ def _draw_once() -> None:
 
 
 _draw_once()
-
-# The same for the MCP SDK's server side, which the example MCP scenarios' conftest starts in
-# the pytester process: `cryptography` refuses classes of a second copy of itself.
-for _name in ("mcp.server.mcpserver", "uvicorn"):
-    with contextlib.suppress(ImportError):
-        importlib.import_module(_name)
 
 
 @pytest.fixture

@@ -15,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from fake_llm_server import FakeLLMServer, ToolCall, Turn
 from helpers import RUBRIC, read_report, scenario, write_scenario
+from mcp.server.mcpserver import MCPServer
 
 from pytest_llmtool.kinds.scenario.interaction import from_mcp_calls
 from pytest_llmtool.kinds.scenario.run import mcp_judge_context
 from pytest_llmtool.records import McpSessionRecord, McpToolCall
 
+# The SDK's server side (with `cryptography`) and uvicorn are imported at the top, before any
+# pytester run: pytester drops the modules an in-process run imported, and `cryptography`
+# refuses classes of a second copy of itself, which the example conftest would import.
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 SECRET = "hunter2-MCP-SECRET-value-93"
 HEADER_SECRET = "bearer-MCP-HEADER-SECRET-41"
@@ -505,9 +510,6 @@ def test_an_explicit_cli_kind_loads_as_before(pytester: pytest.Pytester, project
 @pytest.fixture
 def big_http_server() -> Iterator[str]:
     """An MCP server on loopback HTTP whose `huge` tool answers 50 MB; yields its URL."""
-    import uvicorn
-    from mcp.server.mcpserver import MCPServer
-
     mcp_server = MCPServer("big", log_level="WARNING")
     mcp_server.tool(name="huge")(lambda: "x" * (50 * 1024 * 1024))
     sock = socket.create_server(("127.0.0.1", 0))
