@@ -274,13 +274,36 @@ class InteractionMetrics(BaseModel):
     first_try_success_rate: float = 0.0
     iteration_ratio: float = 0.0
     completed: bool = False
-    source: Literal["events", "transcript"] = "events"
+    # structured_mcp_tool_calls: an MCP target's tools/call results (action = tool name).
+    source: Literal["events", "transcript", "structured_mcp_tool_calls"] = "events"
     by_subcommand: dict[str, SubcommandMetrics] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def error_rate(self) -> float:
         return self.error_count / self.total_commands if self.total_commands else 0.0
+
+
+class McpToolCall(BaseModel):
+    """One tools/call of an MCP target (ax-eval's McpToolCallEvent); `result` is an excerpt."""
+
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    is_error: bool
+    duration_ms: int
+    result: str
+
+
+class McpSessionRecord(BaseModel):
+    """What the built-in agent saw of an MCP target: the tools offered to the model, those
+    the server exposes but the scenario does not declare (not offered), and every call."""
+
+    server: str
+    transport: Literal["stdio", "http"]
+    declared_tools: list[str]
+    undeclared_tools: list[str] = Field(default_factory=list)
+    calls: list[McpToolCall] = Field(default_factory=list)
 
 
 class GateResult(BaseModel):
@@ -329,6 +352,7 @@ class ScenarioResult(ItemResult):
     tier: int
     evaluation: EvaluationResult
     trace: AgentTrace | None = None
+    mcp: McpSessionRecord | None = None  # an MCP target's session
     notes: list[str]
     artifacts: str
     duration_ms: int

@@ -15,13 +15,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext.parser import parse as parse_jsonpath
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from pytest_llmtool.records import GateResult, InteractionMetrics
+from pytest_llmtool.records import GateResult, InteractionMetrics, McpToolCall
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
@@ -90,6 +90,31 @@ class CommandJsonPath(_GateBase):
         return value
 
 
+class McpToolJsonPath(_GateBase):
+    """Call a tool of the MCP target after the run; assert on its result as command_json_path
+    does on a command's stdout (the result's text read as JSON, else its structured
+    content). The tool need not be one offered to the model: a server may keep a tool for
+    checking its state."""
+
+    type: Literal["mcp_tool_json_path"] = "mcp_tool_json_path"
+    tool: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    path: str
+    assertion: str
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        check_json_path(value)
+        return value
+
+    @field_validator("assertion")
+    @classmethod
+    def _check_assertion(cls, value: str) -> str:
+        parse_assertion(value)
+        return value
+
+
 class FileExists(_GateBase):
     type: Literal["file_exists"] = "file_exists"
     path: str = Field(min_length=1)
@@ -123,6 +148,7 @@ Gate = Annotated[
     | CommandOutputContains
     | CommandOutputMatches
     | CommandJsonPath
+    | McpToolJsonPath
     | FileExists
     | FileContains
     | FileMatches
@@ -141,6 +167,20 @@ class GateContext:
     interaction: InteractionMetrics  # for no_transcript_errors
     timeout: float = 30.0  # per gate command; script gates use their own timeout_secs
     jail: Jail | None = None  # the scenario item's sandbox (None: --llm-sandbox=none)
+    mcp: McpCaller | None = None  # an MCP target's session, still open
+
+
+class McpCaller(Protocol):
+    """What a gate needs of an MCP session (`mcp_client.McpConnection`)."""
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+        *,
+        record: bool = True,
+    ) -> tuple[McpToolCall, Any]: ...
 
 
 # --- command_json_path assertions ---------------------------------------------------------
@@ -295,6 +335,8 @@ async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
             return await _output_matches(gate, ctx)
         case CommandJsonPath():
             return await _json_path(gate, ctx)
+        case McpToolJsonPath():
+            return await _mcp_json_path(gate, ctx)
         case FileExists():
             return _file_exists(gate, ctx)
         case FileContains() | FileMatches():
@@ -353,6 +395,19 @@ async def _json_path(gate: CommandJsonPath, ctx: GateContext) -> tuple[bool, str
     value = matches[0].value if matches else None
     passed, detail = parse_assertion(gate.assertion).check(bool(matches), value)
     return passed, f"{gate.path} {gate.assertion.strip()}: {detail}"
+
+
+async def _mcp_json_path(gate: McpToolJsonPath, ctx: GateContext) -> tuple[bool, str]:
+    """Apply the assertion to the first value the path selects in the tool's result."""
+    if ctx.mcp is None:
+        return False, "mcp_tool_json_path needs an MCP target (target.kind: mcp)"
+    call, value = await ctx.mcp.call(gate.tool, dict(gate.arguments), ctx.timeout, record=False)
+    if call.is_error:
+        return False, f"tool {gate.tool} reported an error: {_excerpt(call.result)}"
+    matches = parse_jsonpath(gate.path).find(value)
+    found = matches[0].value if matches else None
+    passed, detail = parse_assertion(gate.assertion).check(bool(matches), found)
+    return passed, f"{gate.tool} {gate.path} {gate.assertion.strip()}: {detail}"
 
 
 def _in_workdir(ctx: GateContext, path: str) -> Path | str:

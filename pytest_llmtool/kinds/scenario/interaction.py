@@ -18,7 +18,12 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from pytest_llmtool.records import InteractionMetrics, SubcommandMetrics, ToolCallResult
+from pytest_llmtool.records import (
+    InteractionMetrics,
+    McpToolCall,
+    SubcommandMetrics,
+    ToolCallResult,
+)
 from pytest_llmtool.sandbox import hostio
 from pytest_llmtool.sandbox.external import event_records
 
@@ -101,7 +106,9 @@ def _asks_help(text: str, match: re.Match[str]) -> bool:
 
 
 def _aggregate(
-    commands: Iterable[_Command], completed: bool, source: Literal["events", "transcript"]
+    commands: Iterable[_Command],
+    completed: bool,
+    source: Literal["events", "transcript", "structured_mcp_tool_calls"],
 ) -> InteractionMetrics:
     """Seed 004's formulas over target-tool commands in the order they ran.
 
@@ -150,6 +157,29 @@ def from_tool_calls(
     """
     commands = (_identify(call.commands, pattern, call.exit_code) for call in calls)
     return _aggregate((c for c in commands if c is not None), completed, "events")
+
+
+def from_mcp_calls(calls: list[McpToolCall], completed: bool) -> InteractionMetrics:
+    """Metrics from an MCP target's tool calls, on the same projection as a CLI's commands
+    (ax-eval's `(action, outcome)`): the action is the tool's name, the outcome `not is_error`,
+    and a call is the same command as another when tool and arguments are equal. A call of
+    a tool named `help` (or `*_help`, `help_*`) is help-seeking. `by_subcommand` is per tool.
+    """
+    commands = (
+        _Command(
+            text=f"{call.tool} {json.dumps(call.arguments, sort_keys=True)}",
+            exit_code=1 if call.is_error else 0,
+            subcommand=call.tool,
+            asks_help=_help_tool(call.tool),
+        )
+        for call in calls
+    )
+    return _aggregate(commands, completed, "structured_mcp_tool_calls")
+
+
+def _help_tool(name: str) -> bool:
+    lowered = name.lower()
+    return lowered == "help" or lowered.endswith("_help") or lowered.startswith("help_")
 
 
 def from_transcript(

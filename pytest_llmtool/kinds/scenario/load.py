@@ -1,4 +1,5 @@
-"""Scenario files: YAML describing a task for a real CLI tool, validated against a JSON Schema.
+"""Scenario files: YAML describing a task for a real CLI tool or MCP server, validated against
+a JSON Schema.
 
 The schema (`scenario.schema.json`, shipped in the package) is llm-tool-test's scenario format
 plus our `solution` (reference commands for the oracle) and `guidance` (AGENTS.md versions to
@@ -13,10 +14,11 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from pytest_llmtool.agents.base import SolutionStep, ToolStep
 from pytest_llmtool.agents.judge import load_rubric
 from pytest_llmtool.inputs.safe_yaml import (
     MAX_PROBLEM,
@@ -28,6 +30,12 @@ from pytest_llmtool.inputs.safe_yaml import (
 from pytest_llmtool.inputs.untrusted import nonprinting, shorten
 from pytest_llmtool.kinds.scenario.gates import Gate
 from pytest_llmtool.kinds.scenario.interaction import compile_pattern
+from pytest_llmtool.kinds.scenario.mcp_target import (
+    HttpTransport,
+    McpTarget,
+    StdioTransport,
+    mcp_problems,
+)
 from pytest_llmtool.sandbox.limits import limit_problems, task_limits
 
 # llm-tool-test's old domain gates and the generic gate that replaces each (seed 004's table).
@@ -68,6 +76,9 @@ class _Model(BaseModel):
 
 
 class Target(_Model):
+    """A CLI target (`kind: cli`, or no `kind`: every scenario written before MCP targets)."""
+
+    kind: Literal["cli"] = "cli"
     binary: str
     command_pattern: str | None = None
     health_check: str | None = None
@@ -104,7 +115,7 @@ class Scenario(_Model):
     limits: dict[str, int] = Field(default_factory=dict)  # pytest-llmtool: `limits.py`
     template_folder: Path | None = None
     setup_commands: list[str] = Field(default_factory=list)
-    target: Target
+    target: Target | McpTarget
     prompt: str
     timeout_secs: float = 300.0
     max_turns: int | None = None
@@ -114,7 +125,7 @@ class Scenario(_Model):
     rubric_path: Path | None = None
     composite: Composite | None = None
     guidance: list[Path] = Field(default_factory=list)
-    solution: list[str] | None = None
+    solution: list[SolutionStep] | None = None
 
     @property
     def id(self) -> str:
@@ -148,10 +159,18 @@ def _premigration(data: dict[str, Any]) -> list[str]:
 def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
     problems = limit_problems(data.get("limits", {}), "limits")
     target = data["target"]
-    try:
-        compile_pattern(target.get("command_pattern"), target["binary"])
-    except ValueError as exc:
-        problems.append(f"target.command_pattern: {exc}")
+    if target.get("kind") == "mcp":
+        problems += mcp_problems(target, data.get("solution"), data.get("network", False))
+        command = target["transport"].get("command", "")
+        if "/" in command:
+            problems += _binary_problems(base, command, "target.transport.command")
+    else:
+        try:
+            compile_pattern(target.get("command_pattern"), target["binary"])
+        except ValueError as exc:
+            problems.append(f"target.command_pattern: {exc}")
+        if "/" in target["binary"]:
+            problems += _binary_problems(base, target["binary"], "target.binary")
     try:
         _GATES.validate_python(data["evaluation"]["gates"])
     except ValidationError as exc:
@@ -161,9 +180,13 @@ def _semantic_problems(data: dict[str, Any], base: Path) -> list[str]:
             where = ".".join(str(f) for f in field)
             message = error["msg"].removeprefix("Value error, ")
             problems.append(f"evaluation.gates[{index}].{where}: {message}")
+    if target.get("kind") != "mcp":
+        problems += [
+            f"evaluation.gates[{i}]: mcp_tool_json_path needs an MCP target (target.kind: mcp)"
+            for i, gate in enumerate(data["evaluation"]["gates"])
+            if gate["type"] == "mcp_tool_json_path"
+        ]
     problems += _unprintable(data)
-    if "/" in target["binary"]:
-        problems += _binary_problems(base, target["binary"])
     if "template_folder" in data:
         outside = _outside(base, data["template_folder"])
         if outside:
@@ -211,18 +234,19 @@ def _outside(base: Path, value: str) -> str | None:
     return None
 
 
-def _binary_problems(base: Path, binary: str) -> list[str]:
-    """A binary given as a path must be an executable file next to the scenario."""
+def _binary_problems(base: Path, binary: str, where: str) -> list[str]:
+    """A binary (or MCP server command) given as a path must be an executable file next to
+    the scenario."""
     outside = _outside(base, binary)
     if outside:
-        return [f"target.binary: {outside}"]
+        return [f"{where}: {outside}"]
     resolved = (base / binary).resolve()
     if not resolved.exists():
-        return [f"target.binary: {resolved} does not exist"]
+        return [f"{where}: {resolved} does not exist"]
     if not resolved.is_file():
-        return [f"target.binary: {resolved} is not a file"]
+        return [f"{where}: {resolved} is not a file"]
     if not os.access(resolved, os.X_OK):
-        return [f"target.binary: {resolved} is not executable (chmod +x it)"]
+        return [f"{where}: {resolved} is not executable (chmod +x it)"]
     return []
 
 
@@ -255,7 +279,7 @@ def _build(data: dict[str, Any], path: Path) -> Scenario:
         limits=task_limits(data.get("limits", {})),
         template_folder=base / data["template_folder"] if "template_folder" in data else None,
         setup_commands=data.get("setup", {}).get("commands", []),
-        target=Target(**data["target"]),
+        target=_target(data["target"], base),
         prompt=data["task"]["prompt"],
         timeout_secs=data.get("run", {}).get("timeout_secs", 300.0),
         max_turns=data.get("run", {}).get("max_turns"),
@@ -265,5 +289,31 @@ def _build(data: dict[str, Any], path: Path) -> Scenario:
         rubric_path=base / judge.rubric if judge else None,
         composite=Composite(**evaluation["composite"]) if "composite" in evaluation else None,
         guidance=[base / doc for doc in data.get("guidance", [])],
-        solution=[solution] if isinstance(solution, str) else solution,
+        solution=_solution(solution),
     )
+
+
+def _target(data: dict[str, Any], base: Path) -> Target | McpTarget:
+    if data.get("kind") != "mcp":
+        return Target(**data)
+    raw = data["transport"]
+    transport: StdioTransport | HttpTransport
+    if raw["type"] == "stdio":
+        command = raw["command"]
+        # A command named by a path is taken relative to the scenario file, as a binary is.
+        if "/" in command:
+            command = str((base / command).resolve())
+        transport = StdioTransport(
+            command=command, args=raw.get("args", []), env=raw.get("env", {})
+        )
+    else:
+        transport = HttpTransport(url=raw["url"], headers=raw.get("headers", {}))
+    return McpTarget(**{**data, "transport": transport})
+
+
+def _solution(solution: Any) -> list[SolutionStep] | None:
+    """Strings are bash steps; `{tool, input}` mappings are calls of the tool they name."""
+    if solution is None:
+        return None
+    steps = [solution] if isinstance(solution, str) else solution
+    return [s if isinstance(s, str) else ToolStep(**s) for s in steps]

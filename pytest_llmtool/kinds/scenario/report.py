@@ -153,6 +153,18 @@ def interaction_rows(m: InteractionMetrics) -> tuple[list[str], list[list[str]]]
     return [*headers, "Completed"], [[*row, "yes" if m.completed else "no"]]
 
 
+def tool_rows(result: ScenarioResult) -> tuple[list[str], list[list[str]]] | None:
+    """An MCP target's per-tool breakdown (the server's name heads the table); None for a
+    CLI target."""
+    if result.mcp is None:
+        return None
+    rows = [
+        [name, str(sub.total), str(sub.errors), str(sub.help_invocations)]
+        for name, sub in sorted(result.evaluation.interaction.by_subcommand.items())
+    ]
+    return [f"Tool of {result.mcp.server}", "Calls", "Errors", "Help"], rows
+
+
 def html_details(result: ScenarioResult) -> list[str]:
     """The three layers (gates, judge, interaction), notes, then the conversation."""
     ev = result.evaluation
@@ -161,7 +173,11 @@ def html_details(result: ScenarioResult) -> list[str]:
     if ev.judge_verdict is not None or ev.judge_response is not None:
         parts.append(fragments.judge(ev.judge_response, ev.judge_score, ev.judge_verdict))
     notes = "".join(f"<p>Note: {fragments.esc(note)}</p>" for note in result.notes)
-    interaction = fragments.table(*interaction_rows(ev.interaction)) + notes
+    interaction = fragments.table(*interaction_rows(ev.interaction))
+    per_tool = tool_rows(result)
+    if per_tool is not None:
+        interaction += fragments.table(*per_tool)
+    interaction += notes
     parts.append(fragments.fold("Interaction", interaction, section="interaction"))
     if result.trace is not None:
         parts.append(fragments.conversation(result.trace))
@@ -179,6 +195,9 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
     lines += [f"- Artifacts: {code(result.artifacts)}", ""]
     lines += ["Layer 1, interaction (informational):", ""]
     lines += table(*interaction_rows(m))
+    per_tool = tool_rows(result)
+    if per_tool is not None:
+        lines += ["", *table(*per_tool)]
     lines += ["", f"Layer 2, gates ({ev.gates_passed}/{ev.gates_total} passed):", ""]
     lines += table(
         ["Result", "Gate", "Message"],

@@ -6,35 +6,48 @@ a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome is seed 
 only if every gate passes and, when the judge is enabled, the judge passes. The judge is not
 asked when a gate already failed: the outcome is decided, and the call would only cost money.
 Interaction metrics never decide anything.
+
+An MCP target (`mcp_target.py`) is reached before the agent starts and stays connected
+through the gates (`mcp_client.py`, imported only then): the built-in agent is offered its
+declared tools (and bash, when the target asks for a shell), and its calls are the evidence
+of the interaction layer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shlex
 import shutil
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.judge import JudgeVerdict, load_rubric, run_judge
-from pytest_llmtool.agents.loop import run_agent_loop
+from pytest_llmtool.agents.loop import commands_of, run_agent_loop
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
     events_text,
     from_external,
+    from_mcp_calls,
     from_tool_calls,
 )
 from pytest_llmtool.kinds.scenario.load import Scenario
+from pytest_llmtool.kinds.scenario.mcp_target import McpTarget, StdioTransport
 from pytest_llmtool.records import (
     AgentTrace,
     EvaluationResult,
     GateResult,
     InteractionMetrics,
+    McpSessionRecord,
     ScenarioResult,
+    ToolCallResult,
+    ToolUseBlock,
 )
 from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
@@ -48,7 +61,13 @@ from pytest_llmtool.sandbox.workdir import (
     system_prompt,
 )
 
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds.scenario.mcp_client import McpConnection
+
 SETUP_TIMEOUT_SECONDS = 120.0
+AGENTS_MD_CHARS = 20_000  # of AGENTS.md put in an MCP scenario's system prompt
+JUDGE_MCP_CALLS = 50  # MCP calls (with their arguments) the judge is shown
+JUDGE_ARGUMENTS_CHARS = 500  # of one call's arguments, as JSON
 
 
 class SetupFailed(SandboxError):
@@ -137,9 +156,9 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
     (run.root / "home").mkdir(parents=True, exist_ok=True)
     if run.guidance is not None:
         shutil.copyfile(run.guidance, workdir / "AGENTS.md")
-    binary = scenario.target.binary
     # A binary named by a path is taken relative to the scenario file and put on PATH.
-    prefix = [(scenario.path.parent / binary).resolve().parent] if "/" in binary else []
+    prefix = _tool_dirs(scenario)
+    target_env = scenario.target.env if not isinstance(scenario.target, McpTarget) else {}
     extra = {
         "LLM_TOOL_TEST_FIXTURE_DIR": str(workdir),
         "LLM_TOOL_TEST_RESULTS_DIR": str(artifacts),
@@ -148,9 +167,23 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
         "LLM_TOOL_TEST_MODEL": run.model_name,
         "LLM_TOOL_TEST_TRANSCRIPT": str(artifacts / "transcript.txt"),
         "LLM_TOOL_TEST_EVENTS": str(artifacts / "events.jsonl"),
-        **scenario.target.env,
+        **target_env,
     }
     return agent_environment(run.root / "home", extra, prefix)
+
+
+def _tool_dirs(scenario: Scenario) -> list[Path]:
+    """The directory of a target binary or MCP server command given as a path (it is
+    resolved relative to the scenario file), which PATH and the jail show."""
+    target = scenario.target
+    if isinstance(target, McpTarget):
+        transport = target.transport
+        if isinstance(transport, StdioTransport) and "/" in transport.command:
+            return [Path(transport.command).parent]
+        return []
+    if "/" in target.binary:
+        return [(scenario.path.parent / target.binary).resolve().parent]
+    return []
 
 
 def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail:
@@ -158,9 +191,7 @@ def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail:
     directories to what every jail shows. Raises `BwrapUnavailable` (an item error) rather
     than run unisolated. With `sandbox="none"`, commands run unisolated, under the limits."""
     scenario = run.scenario
-    extra = []
-    if "/" in scenario.target.binary:
-        extra.append((scenario.path.parent / scenario.target.binary).resolve().parent)
+    extra = _tool_dirs(scenario)
     if run.external is not None and run.external.executable is not None:
         extra.append(run.external.executable)
     return make_jail(
@@ -186,6 +217,8 @@ async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str], jail: J
             raise SetupFailed(
                 f"{what} failed (exit {result.exit_code}): {command}\n{output or '(no output)'}"
             )
+    if isinstance(scenario.target, McpTarget):
+        return
     binary = scenario.target.binary
     if "/" not in binary:
         # A path is checked when the scenario is loaded; a bare name only resolves here.
@@ -211,26 +244,139 @@ async def _builtin_agent(
     env: dict[str, str],
     artifacts: Path,
     jail: Jail | None,
+    mcp: McpConnection | None = None,
+    agents_md: str | None = None,
 ) -> tuple[AgentTrace, str, bool]:
     scenario = run.scenario
     deadline = time.monotonic() + scenario.timeout_secs
     # Guidance versions of one scenario start with the same conversation: each needs its own
     # id, or their recordings would answer for each other.
     work_id = f"{scenario.name}-{run.guidance.stem}" if run.guidance else scenario.name
+    sandbox = WorkdirSandbox(workdir, env, deadline, jail)
+    if mcp is None:
+        assert not isinstance(scenario.target, McpTarget)
+        system, tools = system_prompt(scenario.target.binary), [WORKDIR_TOOL]
+        run_tool = None
+    else:
+        assert isinstance(scenario.target, McpTarget)
+        shell = scenario.target.shell
+        system = _mcp_system_prompt(scenario.target, agents_md)
+        tools = [*([WORKDIR_TOOL] if shell else []), *mcp.specs]
+        run_tool = _mcp_runner(mcp, sandbox, shell, deadline)
     trace = await run_agent_loop(
         model.create(NamedWork(work_id, scenario.solution), run.trial),
-        WorkdirSandbox(workdir, env, deadline, jail),
+        sandbox,
         prompt=scenario.prompt,
-        system=system_prompt(scenario.target.binary),
-        tools=[WORKDIR_TOOL],
+        system=system,
+        tools=tools,
         max_turns=scenario.max_turns or run.max_turns,
         price=model.price,
         deadline=deadline,
         budget=run.budget,
+        run_tool=run_tool,
     )
-    hostio.write_text(run.root, artifacts / "events.jsonl", events_text(trace.tool_calls))
+    events = events_text(trace.tool_calls)
+    if mcp is not None:
+        events = events_text(_bash_calls(trace)) + "".join(
+            json.dumps({"event": "mcp_tool_call", **c.model_dump()}, ensure_ascii=False) + "\n"
+            for c in mcp.record.calls
+        )
+    hostio.write_text(run.root, artifacts / "events.jsonl", events)
     # Seed 004's `completed`: finished on its own, not cut off by the turn limit or timeout.
     return trace, trace.transcript(), trace.natural_stop and not trace.timed_out
+
+
+def _bash_calls(trace: AgentTrace) -> list[ToolCallResult]:
+    """The bash calls of an MCP scenario's trace (the MCP calls are recorded on their own)."""
+    bash = {
+        block.id
+        for message in trace.messages
+        for block in message.tool_uses()
+        if block.name == WORKDIR_TOOL.name
+    }
+    uses = [b for m in trace.messages for b in m.tool_uses()]
+    return [call for use, call in zip(uses, trace.tool_calls, strict=False) if use.id in bash]
+
+
+def _agents_md(root: Path, workdir: Path) -> str | None:
+    """The work directory's AGENTS.md (its start), read before any server of the item runs:
+    then no sandboxed process can swap it for a link to a host file while it is read."""
+    guide = workdir / "AGENTS.md"
+    if not hostio.confined(root, guide) or not guide.is_file():
+        return None
+    with open(guide, "rb") as stream:
+        head = stream.read(AGENTS_MD_CHARS * 4)
+    return head.decode("utf-8", errors="replace")[:AGENTS_MD_CHARS]
+
+
+def _mcp_system_prompt(target: McpTarget, agents_md: str | None) -> str:
+    """The MCP scenario's system prompt. A host agent reads the project's AGENTS.md by
+    itself; the built-in one, without a shell to read it, is given it here."""
+    shell = " and a bash tool for the project's working directory" if target.shell else ""
+    text = (
+        f"You are working with the MCP server `{target.name}`: its tools are offered to "
+        f"you{shell}. Use them to carry out the task. When the task is done, answer with a "
+        "short summary and no tool call."
+    )
+    if agents_md is not None:
+        text += f"\n\nThe project's AGENTS.md:\n<agents_md>\n{agents_md}\n</agents_md>"
+    return text
+
+
+def _mcp_runner(
+    mcp: McpConnection, sandbox: WorkdirSandbox, shell: bool, deadline: float
+) -> Callable[[ToolUseBlock], Awaitable[ToolCallResult]]:
+    """The agent loop's `run_tool`: bash in the sandbox, declared tools on the server, any
+    other name refused without reaching the server."""
+    from pytest_llmtool.kinds.scenario.mcp_client import McpTimeout
+
+    offered = {spec.name for spec in mcp.specs}
+
+    async def run_tool(call: ToolUseBlock) -> ToolCallResult:
+        if shell and call.name == WORKDIR_TOOL.name:
+            return await sandbox.run(commands_of(call))
+        shown = f"{call.name} {json.dumps(call.input, ensure_ascii=False)}"
+        if call.name not in offered:
+            return ToolCallResult(
+                commands=shown, stdout=f"unknown tool {call.name!r}", stderr="", exit_code=1
+            )
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            record, _ = await mcp.call(call.name, dict(call.input), remaining)
+        except McpTimeout:
+            if remaining >= mcp.call_timeout:
+                raise  # the server hung: an infrastructure error
+            # The scenario's own time ran out during the call: the run timed out.
+            return ToolCallResult(
+                commands=shown,
+                stdout=f"[the scenario's time limit ran out during this call ({remaining:g} s)]",
+                stderr="",
+                exit_code=124,
+            )
+        return ToolCallResult(
+            commands=shown, stdout=record.result, stderr="", exit_code=int(record.is_error)
+        )
+
+    return run_tool
+
+
+def mcp_judge_context(record: McpSessionRecord) -> str:
+    """What the judge is told of an MCP target: the server, its declared tools and the calls
+    with their arguments (the first JUDGE_MCP_CALLS, saying how many there were)."""
+    calls = record.calls
+    lines = [
+        f"The tool under test is the MCP server `{record.server}` exposing tools "
+        f"[{', '.join(record.declared_tools)}].",
+        f"The agent made {len(calls)} MCP tool calls"
+        + (f"; the first {JUDGE_MCP_CALLS} are listed:" if len(calls) > JUDGE_MCP_CALLS else ":"),
+    ]
+    for index, call in enumerate(calls[:JUDGE_MCP_CALLS], 1):
+        arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+        if len(arguments) > JUDGE_ARGUMENTS_CHARS:
+            arguments = arguments[:JUDGE_ARGUMENTS_CHARS] + "…"
+        outcome = "error" if call.is_error else "ok"
+        lines.append(f"{index}. {call.tool} {arguments} -> {outcome}")
+    return "\n".join(lines)
 
 
 async def _external_agent(
@@ -266,6 +412,28 @@ async def _post_scripts(
     return notes
 
 
+@contextlib.asynccontextmanager
+async def _mcp_session(
+    run: ScenarioRun, workdir: Path, env: dict[str, str], jail: Jail | None
+) -> AsyncIterator[McpConnection | None]:
+    """The MCP target's session for the agent and the gates, or None for a CLI target."""
+    target = run.scenario.target
+    if not isinstance(target, McpTarget):
+        yield None
+        return
+    if run.external is not None:
+        raise SetupFailed(
+            "an MCP target is driven by the built-in agent; --llm-agent-cmd cannot run "
+            "this scenario"
+        )
+    from pytest_llmtool.kinds.scenario.mcp_client import connect
+
+    async with connect(
+        target, workdir=workdir, env=env, jail=jail, network=run.scenario.network
+    ) as session:
+        yield session
+
+
 async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     started = time.perf_counter()
     scenario = run.scenario
@@ -273,11 +441,27 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     env = _prepare(run, workdir, artifacts)
     jail = _jail(run, env)
     await _setup(scenario, workdir, env, jail)
+    agents_md = _agents_md(run.root, workdir) if isinstance(scenario.target, McpTarget) else None
+    async with _mcp_session(run, workdir, env, jail) as mcp:
+        return await _run_and_evaluate(run, workdir, artifacts, env, jail, mcp, agents_md, started)
 
-    pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
+
+async def _run_and_evaluate(
+    run: ScenarioRun,
+    workdir: Path,
+    artifacts: Path,
+    env: dict[str, str],
+    jail: Jail | None,
+    mcp: McpConnection | None,
+    agents_md: str | None,
+    started: float,
+) -> ScenarioResult:
+    scenario = run.scenario
     trace: AgentTrace | None = None
     notes: list[str] = []
     if run.external is not None:
+        assert not isinstance(scenario.target, McpTarget)
+        pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
         transcript, completed = await _external_agent(run, run.external, workdir, env, jail)
         interaction, note = from_external(
             run.root, artifacts / "events.jsonl", transcript, pattern, completed
@@ -286,13 +470,24 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
     else:
         assert not isinstance(run.model, str)
         trace, transcript, completed = await _builtin_agent(
-            run, run.model, workdir, env, artifacts, jail
+            run, run.model, workdir, env, artifacts, jail, mcp, agents_md
         )
-        interaction = from_tool_calls(trace.tool_calls, pattern, completed)
+        if mcp is not None:
+            interaction = from_mcp_calls(mcp.record.calls, completed)
+        else:
+            assert not isinstance(scenario.target, McpTarget)
+            pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
+            interaction = from_tool_calls(trace.tool_calls, pattern, completed)
     hostio.write_text(run.root, artifacts / "transcript.txt", transcript)
     notes += await _post_scripts(scenario, workdir, env, jail)
+    if mcp is not None and mcp.record.undeclared_tools:
+        notes.append(
+            f"MCP server {mcp.record.server!r} exposes tools the scenario does not declare "
+            f"(not offered): {', '.join(mcp.record.undeclared_tools)}"
+        )
 
-    gates = await run_gates(scenario.gates, GateContext(workdir, env, interaction, jail=jail))
+    context = GateContext(workdir, env, interaction, jail=jail, mcp=mcp)
+    gates = await run_gates(scenario.gates, context)
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
     gates_passed = all(g.passed for g in gates)
     judge_verdict: str | None = None
@@ -303,11 +498,14 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         elif run.judge is None:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
+            shown = transcript
+            if mcp is not None:
+                shown = f"{mcp_judge_context(mcp.record)}\n\n{transcript}"
             verdict = await run_judge(
                 run.judge.create(NamedWork(f"{scenario.name}.judge"), run.trial),
                 load_rubric(scenario.rubric_path),
                 task=scenario.prompt,
-                transcript=transcript,
+                transcript=shown,
                 threshold=judge_cfg.pass_threshold,
                 price=run.judge.price,
                 budget=run.budget,
@@ -347,6 +545,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         tier=scenario.tier,
         evaluation=evaluation,
         trace=trace,
+        mcp=mcp.record if mcp is not None else None,
         judge_calls=list(verdict.calls) if verdict else [],
         notes=notes,
         artifacts=str(artifacts),
@@ -370,4 +569,6 @@ def failure_lines(result: ScenarioResult) -> list[str]:
         f"first-try {m.first_try_success_rate:.0%}, completed: {'yes' if m.completed else 'no'}",
         f"artifacts: {result.artifacts}",
     ]
+    if result.mcp is not None:
+        lines.insert(-1, f"mcp: server {result.mcp.server}, {len(result.mcp.calls)} tool calls")
     return lines
