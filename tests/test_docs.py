@@ -284,7 +284,13 @@ def test_the_commands_of_a_page(page: Path, tmp_path: Path) -> None:
     earlier one wrote: the history, a report)."""
     copy = _copy(tmp_path)
     wrong = []
-    for command in commands(page):
+    found = commands(page)
+    # A page that opens with an earlier page's first command (the quick start) skips it: on a
+    # fresh copy it would do the same again.
+    earlier = {c[0].text for p in PAGES[: PAGES.index(page)] if (c := commands(p))}
+    if found and found[0].text in earlier:
+        found = found[1:]
+    for command in found:
         if command.text in NEEDS_REAL_WORLD:
             if not NEEDS_REAL_WORLD[command.text]:
                 continue
