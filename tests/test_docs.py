@@ -65,8 +65,8 @@ OPTIMIZATION = "examples/optimization"
 PIP_INSTALL = re.compile(r'^pip install -e "\.\[([a-z,]+)\]"$')
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$")
 # What a command run here must not inherit: keys (nothing may reach a provider), the CI
-# job's step summary, and options pytest would add to every run.
-SCRUBBED = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_STEP_SUMMARY", "PYTEST_ADDOPTS")
+# job's step summary, and pytest's own variables (options, plugins, xdist's worker).
+SCRUBBED = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_STEP_SUMMARY")
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,9 @@ def _copy(into: Path) -> Path:
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    base = {
+        k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("PYTEST_")
+    }
     # The plugin under test, whatever the environment has installed.
     base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")]))
     return subprocess.run(
