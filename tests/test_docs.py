@@ -35,9 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}
 
-# Commands that cannot run offline: each needs a real model's provider or other hosts.
-# True: collected with `--collect-only` and dummy keys instead; False: not even that.
-NEEDS_REAL_WORLD: dict[str, bool] = {
+# Commands that cannot run here: each needs a real model's provider or other hosts (or would
+# serve until stopped). True: collected with `--collect-only` and dummy keys instead, so its
+# options, paths and model names still count; False: not even that.
+NOT_RUN_HERE: dict[str, bool] = {
     "ANTHROPIC_API_KEY=... pytest --llm-model=haiku examples/": True,
     "ANTHROPIC_API_KEY=... OPENAI_API_KEY=... pytest --llm-model=haiku,gpt-5.2 examples/ "
     "--llm-report=out": True,
@@ -62,7 +63,8 @@ RUN_BY_CI = {"pytest"}
 # The optimization examples benchmark for a minute: CI's `pytest examples/` runs them whole,
 # and optimization.md's own command runs one of them here; elsewhere they are deselected.
 OPTIMIZATION = "examples/optimization"
-PIP_INSTALL = re.compile(r'^pip install -e "\.\[([a-z,]+)\]"$')
+# An install of the project's extras, from a checkout or from the package index.
+PIP_INSTALL = re.compile(r'^pip install (?:-e "\.|"pytest-llmtool)\[([a-z,]+)\]"$')
 ENV_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$")
 # What a command run here must not inherit: keys (nothing may reach a provider), the CI
 # job's step summary, and pytest's own variables (options, plugins, xdist's worker).
@@ -172,7 +174,7 @@ def test_every_command_runs_here_or_is_listed() -> None:
     """Nothing escapes: a command is run by `test_the_commands_of_a_page`, or listed."""
     unlisted = []
     for command in every_command():
-        if command.text in NEEDS_REAL_WORLD:
+        if command.text in NOT_RUN_HERE:
             continue
         for part in steps(command):
             if part not in RUN_BY_CI and _program(part) not in ("pytest", "llmtool"):
@@ -183,7 +185,7 @@ def test_every_command_runs_here_or_is_listed() -> None:
 def test_the_lists_hold_only_commands_the_pages_have() -> None:
     texts = {c.text for c in every_command()}
     parts = {part for text in texts for part in chain(text)}
-    assert set(NEEDS_REAL_WORLD) <= texts
+    assert set(NOT_RUN_HERE) <= texts
     assert parts >= SETUP_STEPS
     assert parts >= RUN_BY_CI
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
@@ -191,6 +193,7 @@ def test_the_lists_hold_only_commands_the_pages_have() -> None:
 
 
 def test_the_extras_the_pages_install_exist_and_dev_holds_them() -> None:
+    assert PIP_INSTALL.match('pip install "pytest-llmtool[html]"')
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"
     ]
@@ -293,8 +296,8 @@ def test_the_commands_of_a_page(page: Path, tmp_path: Path) -> None:
     if found and found[0].text in earlier:
         found = found[1:]
     for command in found:
-        if command.text in NEEDS_REAL_WORLD:
-            if not NEEDS_REAL_WORLD[command.text]:
+        if command.text in NOT_RUN_HERE:
+            if not NOT_RUN_HERE[command.text]:
                 continue
             env, argv = _argv(command.text)
             env = {name: "dummy-key" for name in env}  # `...` in the page
@@ -397,6 +400,26 @@ def test_the_extending_examples_work_as_a_conftest(pytester: pytest.Pytester) ->
 
 
 # The site
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as MkDocs and GitHub make it (for the headings these pages use)."""
+    text = re.sub(r"[^\w\s-]", "", heading.strip().lower())
+    return re.sub(r"\s+", "-", text)
+
+
+def test_the_readme_links_to_pages_and_headings_that_exist() -> None:
+    """The site's own links are checked by `mkdocs build --strict`; the README is not in it."""
+    links = re.findall(
+        r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", (ROOT / "README.md").read_text(encoding="utf-8")
+    )
+    assert len(links) >= 10
+    for target, anchor in links:
+        page = ROOT / target
+        assert page.is_file(), target
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+            assert anchor in {_slug(h) for h in headings}, f"{target}#{anchor}"
 
 
 def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
