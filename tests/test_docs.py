@@ -357,6 +357,20 @@ def test_pytest_help_lists_every_option(pytester: pytest.Pytester) -> None:
     assert not missing
 
 
+def test_the_options_page_gives_each_option_its_default() -> None:
+    defaults = {"--" + opt.name.replace("_", "-"): opt.default for opt in OPTIONS}
+    # The judge's default is its environment fallback, which the page names.
+    defaults["--llm-judge-model"] = "$LLM_TOOL_TEST_JUDGE"
+    text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    for row in (line for line in text.splitlines() if line.startswith("| `--llm-")):
+        names, default = row.strip("|").split(" | ")[:2]
+        options = re.findall(r"--llm-[a-z][a-z-]*[a-z]", names)
+        shown = re.findall(r"`([^`]*)`", default) or [""] * len(options)  # "none", "off"
+        for option, value in zip(options, shown, strict=True):
+            expected = "" if defaults[option] == "false" else defaults[option]  # a switch
+            assert value == expected, (option, value, expected)
+
+
 # Examples
 
 
