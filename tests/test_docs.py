@@ -3,12 +3,13 @@
 Every shell command in README.md and docs/*.md either runs here, page by page in a fresh copy
 of the examples, and must exit as the page says (`# exit N`; else 1 when `nop` is among the
 models, since it fails every task, and 0 otherwise), or is in one of three short, explicit
-lists: commands that need a real model or other hosts (those that can be are collected with
-`--collect-only` and dummy keys, so their options, paths and model names still count), the
-quick start's set-up steps, and the command CI runs itself. Besides: every `--llm-*` option
-the pages name exists and every option is on the options page; the scenario and optimization
-examples validate against the shipped schemas; the Extending page's examples work as a
-`conftest.py`; and `mkdocs build --strict` succeeds (a broken link or anchor fails it).
+lists: commands that need a real model, an agent or other hosts (those that can be are
+collected with `--collect-only` and dummy keys, so their options, paths and model names still
+count), the quick start's set-up steps, and the command CI runs itself. Besides: every
+`--llm-*` option the pages name exists and every option is on the options page with its
+default; the scenario and optimization examples validate against the shipped schemas; the
+Extending page's examples work as a `conftest.py`; the README's links lead somewhere; and
+`mkdocs build --strict` succeeds (a broken link or anchor fails it).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}
 
-# Commands that cannot run here: each needs a real model's provider or other hosts (or would
-# serve until stopped). True: collected with `--collect-only` and dummy keys instead, so its
-# options, paths and model names still count; False: not even that.
+# Commands that cannot run here: each needs a real model's provider, an external agent or
+# other hosts (or would serve until stopped). True: collected with `--collect-only` and dummy
+# keys instead, so its options, paths and model names still count; False: not even that.
 NOT_RUN_HERE: dict[str, bool] = {
     "ANTHROPIC_API_KEY=... pytest --llm-model=haiku examples/": True,
     "ANTHROPIC_API_KEY=... OPENAI_API_KEY=... pytest --llm-model=haiku,gpt-5.2 examples/ "
