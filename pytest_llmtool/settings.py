@@ -270,7 +270,10 @@ def add_options(parser: pytest.Parser) -> None:
             dest=opt.name,
             default=None,
             metavar=opt.metavar,
-            help=f"{opt.help} (ini: {opt.name}; default: {opt.default or 'none'})",
+            # argparse %-formats help texts: a literal "95% interval" would crash `--help`.
+            help=f"{opt.help} (ini: {opt.name}; default: {opt.default or 'none'})".replace(
+                "%", "%%"
+            ),
             **optional,
         )
         parser.addini(opt.name, help=opt.help, type=opt.type, default=_typed(opt))
