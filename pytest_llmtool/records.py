@@ -39,7 +39,7 @@ SMALL_SAMPLE = 30
 class Interval(BaseModel):
     """A 95% interval beside a rate or a difference (`stats/`, `stats/intervals.py`).
 
-    `method` (README, "Statistics"): `wilson-cc` for a rate over tasks (Wilson with
+    `method` (docs/results.md): `wilson-cc` for a rate over tasks (Wilson with
     continuity correction, at the effective sample size of a mean of per-task values),
     `clustered-wilson-cc` for the same over tasks of several attempts each (averaged per
     task first), `tango` and `paired-t` for a paired difference of rates, `log-t` for a
@@ -703,7 +703,7 @@ class Comparison(BaseModel):
     Per task, attempts are averaged (pass rate, score: the weighted check score of a bash
     task, the gates-passed ratio of a scenario); differences are `a - b`. McNemar counts a
     task as passed when most of its attempts passed. `a_only` lists the tasks `a` passes and
-    `b` fails, `b_only` the reverse. One rule (README, "Statistics"): the verdict names a
+    `b` fails, `b_only` the reverse. One rule (docs/results.md): the verdict names a
     winner when `test` (McNemar's score test with one attempt per task, else the paired t
     test) gives p < 0.05; `mcnemar_p` holds that p (its name is older than the t test), and
     `pass_difference` is the interval that test inverts, so it excludes 0 exactly then.

@@ -31,7 +31,7 @@ from pytest_llmtool.stats.outcomes import Outcome, outcomes
 
 Found = tuple[str, int | None, EvalReport]  # (source, history run id, report)
 
-# Exit statuses of the gates (pytest itself uses 0 to 5; README "Exit statuses").
+# Exit statuses of the gates (pytest itself uses 0 to 5; docs/history-and-gate.md, "Exit statuses").
 EXIT_REGRESSION = 6  # a model regressed beyond noise
 EXIT_UNDECIDED = 7  # nothing was compared (or judged): the gate cannot pass what it never saw
 EXIT_BELOW = 8  # --llm-fail-under: a metric is below its threshold

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pytest_llmtool.records import SMALL_SAMPLE
 
 Z95 = 1.959963984540054
-# The one significance level of every verdict (README, "Statistics").
+# The one significance level of every verdict (docs/results.md).
 ALPHA = 0.05
 # The normal quantile of 80% power.
 _Z80 = 0.8416212335729143

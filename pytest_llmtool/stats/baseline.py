@@ -2,7 +2,7 @@
 
 Pure functions over `outcomes.Outcome` rows. Per model, the tasks both runs scored are paired
 (node id without the trial suffix, within a kind), attempts averaged per task. The decision
-rule is the one every comparison uses (README, "Statistics"; `compare.verdict`): a model
+rule is the one every comparison uses (docs/results.md; `compare.verdict`): a model
 regressed when the paired test of (current - baseline) pass rate gives p < 0.05 and the rate
 fell; the interval shown is the one that test inverts, so it lies below 0 exactly then.
 Anything else is "no detectable change", even when the point estimate fell.

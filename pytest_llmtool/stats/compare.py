@@ -2,7 +2,7 @@
 
 Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks)
 that ran the same tasks are compared task by task: pairing removes the between-task variance,
-which is most of it. One rule decides every verdict (README, "Statistics"): the paired pass
+which is most of it. One rule decides every verdict (docs/results.md): the paired pass
 rate difference is significant when its test gives p < 0.05 (`stats.paired_rates`: McNemar's
 score test with one attempt per task, the paired t test with several), and the interval
 printed beside it is the one that test inverts, so the two never disagree. The verdict line

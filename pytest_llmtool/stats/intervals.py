@@ -3,9 +3,10 @@ interval is shown. Pure functions over per-task values, built on `stats/`.
 
 A task is the independent unit. Its attempts (`--llm-trials`) are not independent of each
 other, nor are the checks or tool calls inside one run, so every interval is taken over
-tasks: Clopper-Pearson when each task has one pass/fail outcome, otherwise a t interval over
-per-task values (`clustered-t` once some task has several attempts), cut to the range of the
-quantity and never a point (README, "Statistics").
+tasks: Wilson with continuity correction at the effective sample size of a mean of per-task
+values (`wilson-cc`, `clustered-wilson-cc` once some task has several attempts), the log-t
+interval for a geometric mean of ratios, cut to the range of the quantity and never a point
+(docs/results.md).
 """
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ def mean_speedup_interval(attempts: Mapping[str, Sequence[AgentTaskMetrics]]) ->
     independent), and the interval is a t interval on the logs of those task values,
     exponentiated back (`log-t`): its estimate is the geometric mean over tasks, it never
     reaches 0 and is as asymmetric as a ratio's. None below two tasks, with no spread, or
-    with a speedup that is not positive (README, "Statistics")."""
+    with a speedup that is not positive (docs/results.md)."""
     per_task = [
         [m.task_speedup for m in ms if m.task_speedup is not None] for ms in attempts.values()
     ]
