@@ -102,15 +102,17 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
         scenario: Scenario = item.work
         own_judge = scenario.judge.model if scenario.judge else None
-        judge = state.judge_named(own_judge or state.settings.judge_model)
-        if judge is not None and judge.name == item.model.name:
-            warnings.warn(
-                LlmtoolWarning(
-                    f"{scenario.name}: the judge ({judge.name}) is the model under test; "
-                    "it may favour its own work"
-                ),
-                stacklevel=1,
-            )
+        names = [own_judge] if own_judge else state.settings.judge_models
+        judges = tuple(j for j in map(state.judge_named, names) if j is not None)
+        for judge in judges:
+            if judge.name == item.model.name:
+                warnings.warn(
+                    LlmtoolWarning(
+                        f"{scenario.name}: the judge ({judge.name}) is the model under test; "
+                        "it may favour its own work"
+                    ),
+                    stacklevel=1,
+                )
         external = _external(state)
         stem = f"{scenario.name}-{item.model.name}"[:40]
         root = item_tmp_path(
@@ -125,7 +127,8 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 nodeid=item.nodeid,
                 max_turns=state.settings.max_turns,
                 trial=item.trial,
-                judge=judge,
+                judges=judges,
+                judge_samples=state.settings.judge_samples,
                 external=external,
                 sandbox=state.settings.sandbox,
                 budget=state.budget,
