@@ -484,9 +484,10 @@ def lines(found: Calibration) -> list[str]:
 # ------------------------------------------------------------------ command line and pytest
 
 
-def models_named(names: Sequence[str], base_urls: dict[str, str]) -> tuple[list[Any], Any]:
-    """Judge models by name (aliases as in the plugin) and the client pool they share.
-    ValueError for a name that is unknown, offline, or whose key is not in the environment."""
+def models_named(names: Sequence[str]) -> tuple[list[Any], Any]:
+    """Judge models by name (aliases as in the plugin) and the client pool they share; the
+    SDKs take a proxy from ANTHROPIC_BASE_URL / OPENAI_BASE_URL. ValueError for a name that
+    is unknown, offline, or whose key is not in the environment."""
     import os
 
     from pytest_llmtool.agents.base import UnknownModel
@@ -494,7 +495,7 @@ def models_named(names: Sequence[str], base_urls: dict[str, str]) -> tuple[list[
     from pytest_llmtool.agents.retry import RetryPolicy
     from pytest_llmtool.pricing import DEFAULT_PRICES, find_price
 
-    pool = ClientPool(base_urls)
+    pool = ClientPool({})
     models = []
     for name in names:
         try:
@@ -525,7 +526,6 @@ def run_command(
     *,
     samples: int,
     gate: dict[str, float] | None,
-    base_urls: dict[str, str],
     max_cost: float | None,
     order_check: bool,
 ) -> Calibration:
@@ -534,7 +534,7 @@ def run_command(
     import asyncio
 
     labels, problems = load_labels(path)
-    models, pool = models_named(names, base_urls)
+    models, pool = models_named(names)
 
     async def go() -> list[Judged]:
         try:

@@ -130,13 +130,11 @@ def _calibrate(args: argparse.Namespace) -> tuple[Any, list[str], int]:
 
     try:
         gate = calibrate.parse_gate(args.min_agreement) if args.min_agreement else None
-        base_urls = {"anthropic": args.base_url, "openai": args.base_url} if args.base_url else {}
         found = calibrate.run_command(
             args.labels,
             [name for name in args.judge_model.split(",") if name.strip()],
             samples=args.samples,
             gate=gate,
-            base_urls=base_urls,
             max_cost=args.max_cost,
             order_check=not args.no_order_check,
         )
@@ -244,7 +242,6 @@ def parser() -> argparse.ArgumentParser:
         metavar="METRIC=VALUE",
         help="exit 9 below it: agreement, kappa, alpha (a bare number: agreement)",
     )
-    cal.add_argument("--base-url", metavar="URL", help="the provider's base URL (a proxy)")
     cal.add_argument("--max-cost", type=float, metavar="USD", help="stop judging past this spend")
     cal.add_argument(
         "--no-order-check",

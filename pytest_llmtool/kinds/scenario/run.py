@@ -98,7 +98,7 @@ def outcome(
     if judge_enabled and judge_decision == "fail":
         reasons.append("judge failed")
     if judge_enabled and judge_decision == "inconclusive":
-        reasons.append("judge INCONCLUSIVE")
+        reasons.append("judge could not decide (not a pass)")
     return ("fail" if reasons else "pass"), "; ".join(reasons)
 
 
