@@ -215,6 +215,27 @@ def test_repeated_samples_are_recorded_apart_and_replayed(
     assert run["evaluation"]["judge_panel"][0]["samples"] == pytest.approx([0.8, 0.9, 0.85])
 
 
+def test_repeated_judging_is_paid_for_and_stops_at_the_cost_limit(
+    pytester: pytest.Pytester, project: Path, server: FakeLLMServer
+) -> None:
+    _judged_scenario(project)
+    # Each answer reads 400,000 input tokens: $0.40 at haiku's $1 per million.
+    costly = [Turn(text=_answer(0.9)[0].text, input_tokens=400_000)]
+    server.script_attempts_containing(PROMPT, [costly] * 5)
+    result = pytester.runpytest(
+        "--llm-judge-model=haiku",
+        "--llm-judge-samples=5",
+        "--llm-max-cost=1.0",
+        "--llm-report=out",
+    )
+    # $0.40, $0.80, $1.20: the fourth sample is refused before it starts.
+    judge_requests = [r for r in server.requests if r.body.get("model") == "claude-haiku-4-5"]
+    assert len(judge_requests) == 3
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--llm-max-cost reached: $1.2000 spent of $1.0000*"])
+    assert read_report(pytester)["budget"]["spent_usd"] == pytest.approx(1.2)
+
+
 @pytest.mark.parametrize(
     ("samples", "scores", "decision", "votes"),
     [

@@ -124,6 +124,21 @@ def model_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def panel_rows(ev: EvaluationResult) -> tuple[list[str], list[list[str]]]:
+    """Each judge's samples, their mean and 95% interval, and its decision."""
+    rows = [
+        [
+            o.model,
+            " ".join(f"{s:.2f}" for s in o.samples),
+            _score(sum(o.samples) / len(o.samples)),
+            "-" if o.interval is None else f"{o.interval.low:.2f}\u2013{o.interval.high:.2f}",
+            o.decision.upper(),
+        ]
+        for o in ev.judge_panel
+    ]
+    return ["Judge", "Samples", "Mean", "95% CI (t)", "Decision"], rows
+
+
 def judge_lines(report: EvalReport) -> list[str]:
     """Per model, the judge's reliability where it was measured: items it could not decide,
     its own spread over repeated samples, and a panel's Krippendorff alpha."""
@@ -236,6 +251,8 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
         ]
         lines += [f"- Issue: {text(issue)}" for issue in judged.issues]
         lines += [f"- Highlight: {text(item)}" for item in judged.highlights]
+    if ev.judge_panel:
+        lines += ["", *table(*panel_rows(ev))]
     if ev.composite_score is not None:
         lines += ["", f"Composite score: {ev.composite_score:.2f}"]
     lines += [f"- Note: {text(note)}" for note in result.notes]
