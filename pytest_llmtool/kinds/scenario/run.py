@@ -344,7 +344,8 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
         gates=gates,
         gates_passed=sum(g.passed for g in gates),
         gates_total=len(gates),
-        judge_score=verdict.score if verdict else None,
+        # None when no answer was valid (the composite still counts the layer as 0).
+        judge_score=verdict.score if verdict and judge_response else None,
         judge_response=judge_response,
         judge_verdict=judge_verdict,
         composite_score=composite,
