@@ -280,6 +280,12 @@ def test_a_judge_panel_decides_by_strict_majority(
         # D_e: mean 2/3, sum (v - mean)^2 = 0.41333, 2 * 6 * 0.41333 / 30 = 0.16533;
         # alpha = 1 - 0.20667 / 0.16533 = -0.25: the judges disagree more than chance.
         assert alpha == pytest.approx({"correctness": 0.0, "efficiency": 0.0, "overall": -0.25})
+        result.stdout.fnmatch_lines(
+            [
+                "judge [[]oracle]: panel Krippendorff alpha: correctness 0.00, "
+                "efficiency 0.00, overall -0.25"
+            ]
+        )
 
 
 # --------------------------------------------------------------------------- calibration
@@ -361,12 +367,16 @@ def test_calibrate_prints_the_hand_computed_statistics(
     # Each label judged twice (the reversed order too): 10 calls, at haiku's prices.
     assert "haiku (1 samples) on 5 labels: 10 calls" in out
 
-    status = cli.main(["judge", "calibrate", str(labels), "--judge-model=haiku", "--json"])
+    # Repeated samples: each label asked twice (the same answer), no reversed order.
+    args = ["judge", "calibrate", str(labels), "--judge-model=haiku", "--json"]
+    assert cli.main([*args, "--samples=2", "--no-order-check"]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert (data["samples"], data["calls"]) == (2, 10)
     overall = data["criteria"][-1]
     assert overall["kappa"] == pytest.approx(8 / 13)
     assert overall["alpha"] == pytest.approx(16 / 21)
     assert overall["leniency"]["estimate"] == pytest.approx(LENIENCY)
+    assert overall["order_bias"] is None
 
 
 @pytest.mark.parametrize(
