@@ -21,7 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_llmtool.agents.base import Agent
+from pytest_llmtool.agents.base import Agent, ModelSpec, NamedWork
+from pytest_llmtool.agents.registry import ClientPool
 from pytest_llmtool.agreement import cohen_kappa, krippendorff_alpha, leniency, raw_agreement
 from pytest_llmtool.budget import Budget
 from pytest_llmtool.judge import (
@@ -30,6 +31,7 @@ from pytest_llmtool.judge import (
     Rubric,
     load_rubric,
     run_panel,
+    sample_work_id,
 )
 from pytest_llmtool.records import AgentTrace, Interval
 from pytest_llmtool.safe_yaml import UnsafeYaml, key_path, load_yaml
@@ -212,24 +214,14 @@ class Judged:
     reversed: PanelVerdict | None
 
 
-def _criterion_means(verdict: PanelVerdict) -> dict[str, float]:
-    per_judge = [o.criterion_samples for o in verdict.opinions]
-    return {
-        cid: math.fsum(math.fsum(s[cid]) / len(s[cid]) for s in per_judge) / len(per_judge)
-        for cid in per_judge[0]
-    }
-
-
 Judges = Callable[[str], Sequence[PanelJudge]]
 
 
-def panel_for(models: Sequence[Any], trial: int = 0) -> Judges:
-    """For each work id, the panel of `models` (ModelSpecs) with one recording id per sample."""
-    from pytest_llmtool.agents.base import NamedWork
-    from pytest_llmtool.judge import sample_work_id
+def panel_for(models: Sequence[ModelSpec], trial: int = 0) -> Judges:
+    """For each work id, the panel of `models` with one recording id per sample."""
 
     def judges(work: str) -> list[PanelJudge]:
-        def agent(spec: Any) -> Callable[[int], Agent]:
+        def agent(spec: ModelSpec) -> Callable[[int], Agent]:
             return lambda sample: spec.create(NamedWork(sample_work_id(work, sample)), trial)
 
         return [PanelJudge(spec.name, agent(spec), spec.price) for spec in models]
@@ -327,7 +319,7 @@ def agreement_rows(judged: Sequence[Judged]) -> list[CriterionAgreement]:
     rows = []
     for cid in ids:
         having = [j for j in judged if cid in j.label.rubric.ids]
-        judge = [_criterion_means(j.forward)[cid] for j in having]
+        judge = [j.forward.criterion_means[cid] for j in having]
         human = [j.label.scores[cid] for j in having]
         rows.append(
             _row(
@@ -337,7 +329,7 @@ def agreement_rows(judged: Sequence[Judged]) -> list[CriterionAgreement]:
                 [_side(s, j.label.threshold) for s, j in zip(judge, having, strict=True)],
                 [_side(s, j.label.threshold) for s, j in zip(human, having, strict=True)],
                 [
-                    (_criterion_means(j.forward)[cid], _criterion_means(j.reversed)[cid])
+                    (j.forward.criterion_means[cid], j.reversed.criterion_means[cid])
                     for j in having
                     if j.reversed is not None
                 ],
@@ -484,14 +476,14 @@ def lines(found: Calibration) -> list[str]:
 # ------------------------------------------------------------------ command line and pytest
 
 
-def models_named(names: Sequence[str]) -> tuple[list[Any], Any]:
+def models_named(names: Sequence[str]) -> tuple[list[ModelSpec], ClientPool]:
     """Judge models by name (aliases as in the plugin) and the client pool they share; the
     SDKs take a proxy from ANTHROPIC_BASE_URL / OPENAI_BASE_URL. ValueError for a name that
     is unknown, offline, or whose key is not in the environment."""
     import os
 
     from pytest_llmtool.agents.base import UnknownModel
-    from pytest_llmtool.agents.registry import ClientPool, build_model, parse_aliases, resolve
+    from pytest_llmtool.agents.registry import build_model, parse_aliases, resolve
     from pytest_llmtool.agents.retry import RetryPolicy
     from pytest_llmtool.pricing import DEFAULT_PRICES, find_price
 

@@ -542,6 +542,15 @@ class PanelVerdict:
         return math.fsum(o.mean for o in self.opinions) / len(self.opinions)
 
     @property
+    def criterion_means(self) -> dict[str, float]:
+        """Each criterion's score: the mean over judges of each judge's mean (invalid as 0)."""
+        per_judge = [o.criterion_samples for o in self.opinions]
+        return {
+            cid: math.fsum(math.fsum(s[cid]) / len(s[cid]) for s in per_judge) / len(per_judge)
+            for cid in self.opinions[0].rubric.ids
+        }
+
+    @property
     def response(self) -> JudgeResponse | None:
         """The answers averaged per criterion (invalid ones as 0), the weighted score
         recomputed from those means, issues and highlights gathered; None if none was valid."""
@@ -551,11 +560,7 @@ class PanelVerdict:
         if len(self.opinions) == 1 and len(self.opinions[0].verdicts) == 1:
             return answered[0]
         rubric = self.opinions[0].rubric
-        per_judge = [o.criterion_samples for o in self.opinions]
-        means = {
-            cid: math.fsum(math.fsum(s[cid]) / len(s[cid]) for s in per_judge) / len(per_judge)
-            for cid in rubric.ids
-        }
+        means = self.criterion_means
         confidences = [r.confidence for r in answered if r.confidence is not None]
         return JudgeResponse(
             scores={cid: round(v, 6) for cid, v in means.items()},
