@@ -239,10 +239,12 @@ def test_repeated_judging_is_paid_for_and_stops_at_the_cost_limit(
 @pytest.mark.parametrize(
     ("samples", "scores", "decision", "votes"),
     [
-        # Split 2 to 1: haiku 0.8 and sonnet 0.9 pass, opus 0.3 fails: a strict majority passes.
+        # Split 2 to 1: haiku 0.8 and gpt-5-mini 0.9 pass, sonnet 0.3 fails: a strict majority
+        # passes.
         (1, [0.8, 0.9, 0.3], "pass", "2/3 pass"),
-        # Two samples each: haiku [0.8, 0.8] passes (no spread), sonnet [0.3, 0.3] fails, opus
-        # [0.5, 0.9] straddles 0.7 (t(1) = 12.7): 1 pass, 1 fail, 1 inconclusive, no majority.
+        # Two samples each: haiku [0.8, 0.8] passes (no spread), gpt-5-mini [0.3, 0.3] fails,
+        # sonnet [0.5, 0.9] straddles 0.7 (t(1) = 12.7): 1 pass, 1 fail, 1 inconclusive, so no
+        # strict majority.
         (2, [0.8, 0.8, 0.3, 0.3, 0.5, 0.9], "inconclusive", "no strict majority"),
     ],
 )
@@ -256,10 +258,11 @@ def test_a_judge_panel_decides_by_strict_majority(
     votes: str,
 ) -> None:
     _judged_scenario(project)
-    # The panel asks its judges in the order named, each its samples in turn.
+    # The panel asks its judges in the order named, each its samples in turn, through the
+    # Anthropic and the OpenAI clients.
     server.script_attempts_containing(PROMPT, [_answer(s) for s in scores])
     result = pytester.runpytest(
-        "--llm-judge-model=haiku,sonnet,opus",
+        "--llm-judge-model=haiku,gpt-5-mini,sonnet",
         f"--llm-judge-samples={samples}",
         "--llm-report=out",
     )
@@ -268,10 +271,11 @@ def test_a_judge_panel_decides_by_strict_majority(
     ev = report["scenarios"][0]["evaluation"]
     assert ev["judge_decision"] == decision
     assert votes in ev["judge_verdict"]
-    assert [o["model"] for o in ev["judge_panel"]] == ["haiku", "sonnet", "opus"]
+    assert [o["model"] for o in ev["judge_panel"]] == ["haiku", "gpt-5-mini", "sonnet"]
     assert ev["judge_interval"] is None  # one interval per judge, in judge_panel
-    models = {r.body.get("model") for r in server.requests}
-    assert {"claude-haiku-4-5", "claude-sonnet-4-6", "claude-opus-4-8"} <= models
+    asked = [r.body.get("model") for r in server.requests]
+    models = ["claude-haiku-4-5", "gpt-5-mini", "claude-sonnet-4-6"]
+    assert asked == [m for m in models for _ in range(samples)]
     alpha = report["scenario_summary"]["oracle"]["panel_alpha"]
     if samples == 1:
         # One item, each criterion one unit of the judges' scores (0.8, 0.9, 0.3).
