@@ -374,6 +374,7 @@ async def run_scenario(run: ScenarioRun) -> ScenarioResult:
 
 
 def _panel_judge(run: ScenarioRun, spec: ModelSpec) -> PanelJudge:
+    """A judge model of the run, each of its samples filed under its own recording id."""
     base = f"{run.scenario.name}.judge"
     return PanelJudge(
         spec.name,
