@@ -1,5 +1,7 @@
 """`llmtool`: read the run history from the command line; `llmtool gaps` replays recorded
-runs on the current bashkit and writes their gap report.
+runs on the current bashkit and writes their gap report; `llmtool judge calibrate` checks a
+judge against people's labels (`calibrate.py`, exit status 9 when it drifted from them, 7
+when there are too few labels to tell, 2 when a label cannot be read).
 
 `llmtool history list` (or `llmtool history`), `llmtool history trend`, `llmtool history show
 RUN_ID`: a table by default, JSON with `--json` (for scripts and dashboards). The database is
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmtool import history
+from pytest_llmtool.agents.base import AgentError
 from pytest_llmtool.gaps import ReplayError
 from pytest_llmtool.report.terminal import format_table
 
@@ -125,6 +128,37 @@ def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
     return report.model_dump(mode="json"), lines
 
 
+def _calibrate(args: argparse.Namespace) -> tuple[Any, list[str], int]:
+    """The judge against a labels file: agreement, kappa, alpha, leniency, order bias."""
+    from pytest_llmtool.history import calibrate
+
+    try:
+        gate = calibrate.parse_gate(args.min_agreement) if args.min_agreement else None
+        found = calibrate.run_command(
+            args.labels,
+            [name for name in args.judge_model.split(",") if name.strip()],
+            samples=args.samples,
+            gate=gate,
+            max_cost=args.max_cost,
+            order_check=not args.no_order_check,
+        )
+    except (ValueError, calibrate.LabelsError) as exc:
+        raise CommandError(str(exc)) from None
+    except AgentError as exc:  # the judge could not be asked (a provider error, the budget)
+        raise CommandError(f"judge calibration stopped: {exc}") from None
+    return found.model_dump(mode="json"), calibrate.lines(found), found.status
+
+
+class CommandError(Exception):
+    """A command's input cannot be used; exit status 2 with the message."""
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def _run_ref(text: str) -> str:
     # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
     if text != "last" and not (text.isascii() and text.isdigit()):
@@ -199,6 +233,32 @@ def parser() -> argparse.ArgumentParser:
     )
     gaps.add_argument("--json", action="store_true", help="print gaps.json instead of tables")
     gaps.set_defaults(handler=_gaps)
+    judge = commands.add_parser("judge", help="check the LLM judge (docs/judge.md)")
+    judge_actions = judge.add_subparsers(dest="action", required=True)
+    cal = judge_actions.add_parser(
+        "calibrate",
+        help="judge a labels file and compare with the people's scores and verdicts",
+    )
+    cal.add_argument("labels", type=Path, metavar="LABELS", help="a .jsonl or .yaml labels file")
+    cal.add_argument(
+        "--judge-model", required=True, metavar="NAMES", help="a judge model, or a comma list"
+    )
+    cal.add_argument(
+        "--samples", type=_positive, default=1, metavar="K", help="ask each judge K times"
+    )
+    cal.add_argument(
+        "--min-agreement",
+        metavar="METRIC=VALUE",
+        help="exit 9 below it: agreement, kappa, alpha (a bare number: agreement)",
+    )
+    cal.add_argument("--max-cost", type=float, metavar="USD", help="stop judging past this spend")
+    cal.add_argument(
+        "--no-order-check",
+        action="store_true",
+        help="skip judging each label again with the criteria reversed (half the calls)",
+    )
+    cal.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cal.set_defaults(handler=_calibrate)
     return top
 
 
@@ -223,10 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.db = getattr(args, "db", None) or _default_db()
     args.json = getattr(args, "json", False)
     try:
-        data, lines = args.handler(args)
+        data, lines, *status = args.handler(args)
         print(json.dumps(data, indent=2) if args.json else "\n".join(lines))
         sys.stdout.flush()
-    except (history.HistoryError, ReplayError) as exc:
+    except (history.HistoryError, ReplayError, CommandError) as exc:
         print(f"llmtool: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -234,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # devnull so the interpreter's own flush at exit does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return 0
+    return int(status[0]) if status else 0
 
 
 if __name__ == "__main__":

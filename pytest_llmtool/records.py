@@ -328,8 +328,31 @@ class JudgeResponse(BaseModel):
     highlights: list[str] = Field(default_factory=list)
 
 
+JudgeDecision = Literal["pass", "fail", "inconclusive"]
+
+
+class JudgeOpinion(BaseModel):
+    """One judge model's answers on one scenario item (`--llm-judge-samples`, `docs/judge.md`):
+    the weighted score and each criterion's score of every sample (an answer still invalid
+    after its retry counts 0), their mean's 95% t interval (two samples or more), and the
+    decision by the rule: pass when the low bound is at or above the threshold, fail when
+    the high bound is below it, otherwise inconclusive."""
+
+    model: str
+    samples: list[float]
+    criteria: dict[str, list[float]] = Field(default_factory=dict)
+    invalid: int = 0
+    interval: Interval | None = None
+    decision: JudgeDecision
+
+
 class EvaluationResult(BaseModel):
-    """Seed 004's `EvaluationResult`: three layers, an optional composite, one outcome."""
+    """Seed 004's `EvaluationResult`: three layers, an optional composite, one outcome.
+
+    With repeated judging or a judge panel, `judge_score` is the mean over judges of each
+    judge's mean, `judge_panel` holds every judge's samples, and `judge_decision` is the
+    panel's (a strict majority, else inconclusive). An inconclusive judge fails the item:
+    `outcome` is "fail" and `judge_decision` says why."""
 
     interaction: InteractionMetrics
     gates: list[GateResult]
@@ -341,6 +364,9 @@ class EvaluationResult(BaseModel):
     composite_score: float | None = None
     outcome: Literal["pass", "fail"]
     reason: str = ""
+    judge_decision: JudgeDecision | None = None
+    judge_interval: Interval | None = None
+    judge_panel: list[JudgeOpinion] = Field(default_factory=list)
 
 
 class ScenarioResult(ItemResult):
@@ -360,6 +386,11 @@ class ScenarioResult(ItemResult):
     @property
     def passed(self) -> bool:
         return self.evaluation.outcome == "pass"
+
+    @property
+    def inconclusive(self) -> bool:
+        """Failed because the judge could not decide (not counted as a pass)."""
+        return self.evaluation.judge_decision == "inconclusive"
 
 
 class ScoreResult(BaseModel):
@@ -655,6 +686,14 @@ class ScenarioSummary(BaseModel):
     gates_total: int = 0
     judged: int = 0
     mean_judge_score: float | None = None
+    # Items failed because the judge (its samples' interval, or its panel) could not decide.
+    inconclusive: int = 0
+    # The judge's own spread: the mean standard deviation of one judge's repeated scores of
+    # one item, over items and judges with two samples or more.
+    judge_sample_sd: float | None = None
+    # Judge panels: Krippendorff's alpha (interval metric) of the judges' mean scores, per
+    # criterion id and "overall" (every criterion of every item a unit); None: undefined.
+    panel_alpha: dict[str, float | None] = Field(default_factory=dict)
     mean_composite_score: float | None = None
     total_commands: int = 0
     error_count: int = 0

@@ -190,10 +190,35 @@ OPTIONS = (
     ),
     OptionDef(
         "llm_judge_model",
-        "NAME",
+        "NAMES",
         "",
         "model that judges scenarios with a rubric and bash tasks' llm_judge checks "
-        "(a scenario's own judge.model wins; fallback: $LLMTOOL_JUDGE_MODEL)",
+        "(a scenario's own judge.model wins; fallback: $LLMTOOL_JUDGE_MODEL); several, "
+        "comma-separated, make a scenario judge panel decided by strict majority (bash "
+        "tasks' checks use the first)",
+    ),
+    OptionDef(
+        "llm_judge_samples",
+        "K",
+        "1",
+        "ask each scenario judge K times per item; the verdict comes from the mean's 95% "
+        "interval: pass above the threshold, fail below, else INCONCLUSIVE (a failure)",
+        type="int",
+    ),
+    OptionDef(
+        "llm_judge_labels",
+        "PATH",
+        "",
+        "a labels file (JSONL or YAML: transcripts with a person's scores and verdicts) to "
+        "check the judge against at the end of the run (`llmtool judge calibrate`)",
+    ),
+    OptionDef(
+        "llm_judge_min_agreement",
+        "METRIC=VALUE",
+        "",
+        "with --llm-judge-labels: fail the run (exit 9) when the judge's agreement with the "
+        "labels is below VALUE; metrics agreement, kappa, alpha (a bare number: agreement), "
+        "comma-separated; too few labels to decide fails too (exit 7)",
     ),
     OptionDef(
         "llm_agent_cmd",
@@ -482,6 +507,12 @@ class Settings:
     prices: dict[str, Price] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
     judge_model: str | None = None
+    # --llm-judge-model with several names: the scenario judge panel (`judge_model` is the
+    # first); --llm-judge-samples; --llm-judge-labels and its --llm-judge-min-agreement.
+    judge_models: tuple[str, ...] = ()
+    judge_samples: int = 1
+    judge_labels: Path | None = None
+    judge_min_agreement: str = ""
     agent_cmd: str | None = None
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
@@ -541,24 +572,30 @@ class Settings:
                     f"--llm-agent-cmd: only {{prompt}}, {{model}} and {{workdir}} may be used "
                     f"(problem: {exc!r})"
                 ) from None
-        judge_model = _raw(config, "llm_judge_model")[0].strip() or os.environ.get(
-            "LLMTOOL_JUDGE_MODEL"
+        judge_models = tuple(
+            _split(
+                _raw(config, "llm_judge_model")[0].strip()
+                or os.environ.get("LLMTOOL_JUDGE_MODEL", "")
+            )
         )
-        if judge_model:
+        if len(set(judge_models)) != len(judge_models):
+            raise pytest.UsageError(f"--llm-judge-model: a model is named twice in {judge_models}")
+        judge_refs = []
+        for judge_model in judge_models:
             try:
                 judge_ref = resolve(judge_model, aliases)
             except UnknownModel as exc:
                 raise pytest.UsageError(f"--llm-judge-model: {exc}") from None
             if judge_ref.provider == "offline":
                 raise pytest.UsageError("--llm-judge-model: a judge must be a real model")
+            judge_refs.append(judge_ref)
 
         record_dir, replay_dir = _path(config, "llm_record"), _path(config, "llm_replay")
         if record_dir and replay_dir:
             raise pytest.UsageError("--llm-record and --llm-replay cannot be used together")
         if replay_dir is None:
             named = [("--llm-model", ref) for ref in models]
-            if judge_model:
-                named.append(("--llm-judge-model", judge_ref))
+            named += [("--llm-judge-model", ref) for ref in judge_refs]
             for flag, ref in named:
                 if ref.key_env and not os.environ.get(ref.key_env):
                     raise pytest.UsageError(
@@ -603,7 +640,11 @@ class Settings:
             ),
             prices=prices,
             aliases=aliases,
-            judge_model=judge_model or None,
+            judge_model=judge_models[0] if judge_models else None,
+            judge_models=judge_models,
+            judge_samples=_number(config, "llm_judge_samples", int, 1),
+            judge_labels=_path(config, "llm_judge_labels"),
+            judge_min_agreement=_raw(config, "llm_judge_min_agreement")[0].strip(),
             agent_cmd=agent_cmd,
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),

@@ -421,6 +421,8 @@ class FakeLLMServer:
         # script_attempts: each prompt's attempts not yet started, and the attempt (its turns)
         # that issued each id, so a conversation's later requests stay with its attempt.
         self._attempts: dict[str, deque[list[Turn]]] = {}
+        # script_attempts_containing: the keys of `_attempts` matched as fragments.
+        self._attempt_fragments: set[str] = set()
         self._owner: dict[str, list[Turn]] = {}
         self._faults: deque[Fault] = deque()
         self._requests: list[RecordedRequest] = []
@@ -502,6 +504,14 @@ class FakeLLMServer:
         later requests are told apart by the ids its earlier replies issued."""
         with self._lock:
             self._attempts[prompt] = deque(list(turns) for turns in attempts)
+
+    def script_attempts_containing(self, fragment: str, attempts: list[list[Turn]]) -> None:
+        """`script_attempts` for every prompt containing ``fragment`` (ahead of `script` and
+        `script_containing`): repeated judge calls, whose prompt quotes a transcript, answer
+        in turn."""
+        with self._lock:
+            self._attempts[fragment] = deque(list(turns) for turns in attempts)
+            self._attempt_fragments.add(fragment)
 
     def fail_next(self, *faults: Fault) -> None:
         """Queue faults: each following request consumes one, in order, before normal handling."""
@@ -591,6 +601,7 @@ class FakeLLMServer:
             self._scripts.clear()
             self._partial.clear()
             self._attempts.clear()
+            self._attempt_fragments.clear()
             self._owner.clear()
             self._faults.clear()
             self._requests.clear()
@@ -616,6 +627,10 @@ class FakeLLMServer:
     def _turns(self, prompt: str | None, body: Any) -> list[Turn]:
         with self._lock:
             attempts = self._attempts.get(prompt) if prompt is not None else None
+            if attempts is None and prompt is not None:
+                attempts = next(
+                    (self._attempts[f] for f in self._attempt_fragments if f in prompt), None
+                )
             if attempts:
                 owners = (self._owner.get(s) for s in _strings(body))
                 started = next((turns for turns in owners if turns is not None), None)

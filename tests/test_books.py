@@ -217,7 +217,7 @@ GATES = [
 def test_judge_layer(
     expected: bool, verdict_score: float | str | None, gates_passed: bool, layer: float | None
 ) -> None:
-    from pytest_llmtool.agents.judge import JudgeVerdict
+    from pytest_llmtool.agents.judge import Criterion, JudgeVerdict, Opinion, PanelVerdict, Rubric
 
     verdict = None
     if verdict_score != "not asked":
@@ -226,7 +226,9 @@ def test_judge_layer(
             if verdict_score is None
             else JudgeResponse(scores={"x": verdict_score}, weighted_score=float(verdict_score))
         )
-        verdict = JudgeVerdict(response, False, 0.5, "", None, 1)
+        rubric = Rubric(criteria=[Criterion(id="x", weight=1.0, description="x")])
+        answer = JudgeVerdict(response, False, 0.5, "", None, 1)
+        verdict = PanelVerdict((Opinion("judge", (answer,), rubric, 0.5),), "fail", "")
     assert judge_layer(expected, verdict, gates_passed) == layer
 
 

@@ -366,7 +366,7 @@ def test_pytest_help_lists_every_option(pytester: pytest.Pytester) -> None:
 def test_the_options_page_gives_each_option_its_default() -> None:
     defaults = {"--" + opt.name.replace("_", "-"): opt.default for opt in OPTIONS}
     # The judge's default is its environment fallback, which the page names.
-    defaults["--llm-judge-model"] = "$LLM_TOOL_TEST_JUDGE"
+    defaults["--llm-judge-model"] = "$LLMTOOL_JUDGE_MODEL"
     text = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
     for row in (line for line in text.splitlines() if line.startswith("| `--llm-")):
         names, default = row.strip("|").split(" | ")[:2]

@@ -9,7 +9,9 @@ and an invalid answer gets one corrective retry before the judge counts as faile
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pytest_llmtool import stats
 from pytest_llmtool.agents.base import Agent, ChatRequest
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.loop import metered_chat
@@ -431,3 +434,200 @@ async def run_judge(
         attempts=2,
         calls=tuple(calls),
     )
+
+
+# ------------------------------------------------------------------ repeated judging, panels
+
+Decision = Literal["pass", "fail", "inconclusive"]
+
+
+def sample_interval(scores: Sequence[float]) -> stats.Interval | None:
+    """The 95% t interval of the mean of one judge's repeated scores of one item, cut to
+    [0, 1]; None for one sample. It measures the judge's test-retest noise on this transcript
+    (continuous scores, not pass/fail), so a t interval (Miller eq. 1 with the t quantile),
+    not the Wilson one of rates: that would keep any threshold above ~0.5 out of reach of
+    five unanimous samples. Samples that all agree give a zero-width interval."""
+    found = stats.mean_interval(scores)
+    if found is None:
+        return None
+    return stats.Interval(found.estimate, max(0.0, found.low), min(1.0, found.high), found.n)
+
+
+def decide(scores: Sequence[float], threshold: float) -> tuple[stats.Interval | None, Decision]:
+    """The rule for repeated scores: pass when the interval's lower bound is at or above the
+    threshold, fail when its upper bound is below it, otherwise inconclusive. One sample is
+    decided on its score, as a single judge call always was."""
+    interval = sample_interval(scores)
+    if interval is None:
+        return None, "pass" if scores[0] >= threshold else "fail"
+    if interval.low >= threshold:
+        return interval, "pass"
+    if interval.high < threshold:
+        return interval, "fail"
+    return interval, "inconclusive"
+
+
+def majority(decisions: Sequence[Decision]) -> Decision:
+    """A panel's decision: pass or fail when strictly more than half its judges say so;
+    anything else (a tie, or too many inconclusive judges) is inconclusive."""
+    for side in ("pass", "fail"):
+        if 2 * sum(d == side for d in decisions) > len(decisions):
+            return side
+    return "inconclusive"
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """One judge model's K answers on one item. An answer that stayed invalid after the
+    retry counts as 0 on every criterion: a judge that cannot answer never lifts a verdict."""
+
+    model: str
+    verdicts: tuple[JudgeVerdict, ...]
+    rubric: Rubric
+    threshold: float
+
+    @property
+    def criterion_samples(self) -> dict[str, list[float]]:
+        return {
+            cid: [v.response.scores[cid] if v.response else 0.0 for v in self.verdicts]
+            for cid in self.rubric.ids
+        }
+
+    @property
+    def scores(self) -> list[float]:
+        return [v.response.weighted_score if v.response else 0.0 for v in self.verdicts]
+
+    @property
+    def invalid(self) -> int:
+        return sum(v.response is None for v in self.verdicts)
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.scores) / len(self.scores)
+
+    @property
+    def decided(self) -> tuple[stats.Interval | None, Decision]:
+        return decide(self.scores, self.threshold)
+
+    def describe(self) -> str:
+        """`0.82 [0.79-0.85] over 5 samples: pass`, or the single call's own message."""
+        if len(self.verdicts) == 1:
+            return self.verdicts[0].message
+        interval, decision = self.decided
+        assert interval is not None
+        shown, limit = _fmt_pair(self.mean, self.threshold)
+        spread = f"[{interval.low:.2f}\u2013{interval.high:.2f}]"
+        failed = f", {self.invalid} invalid (0)" if self.invalid else ""
+        return (
+            f"judge {shown} {spread} over {len(self.verdicts)} samples{failed}, "
+            f"threshold {limit}: {decision}"
+        )
+
+
+@dataclass(frozen=True)
+class PanelVerdict:
+    """Every judge model's opinions on one item and the decision they reach together."""
+
+    opinions: tuple[Opinion, ...]
+    decision: Decision
+    message: str
+
+    @property
+    def calls(self) -> tuple[LLMCallMetrics, ...]:
+        return tuple(c for o in self.opinions for v in o.verdicts for c in v.calls)
+
+    @property
+    def score(self) -> float:
+        """The item's judge score: the mean over judges of each judge's mean."""
+        return math.fsum(o.mean for o in self.opinions) / len(self.opinions)
+
+    @property
+    def criterion_means(self) -> dict[str, float]:
+        """Each criterion's score: the mean over judges of each judge's mean (invalid as 0)."""
+        per_judge = [o.criterion_samples for o in self.opinions]
+        return {
+            cid: math.fsum(math.fsum(s[cid]) / len(s[cid]) for s in per_judge) / len(per_judge)
+            for cid in self.opinions[0].rubric.ids
+        }
+
+    @property
+    def response(self) -> JudgeResponse | None:
+        """The answers averaged per criterion (invalid ones as 0), the weighted score
+        recomputed from those means, issues and highlights gathered; None if none was valid."""
+        answered = [v.response for o in self.opinions for v in o.verdicts if v.response]
+        if not answered:
+            return None
+        if len(self.opinions) == 1 and len(self.opinions[0].verdicts) == 1:
+            return answered[0]
+        rubric = self.opinions[0].rubric
+        means = self.criterion_means
+        confidences = [r.confidence for r in answered if r.confidence is not None]
+        return JudgeResponse(
+            scores={cid: round(v, 6) for cid, v in means.items()},
+            weighted_score=round(math.fsum(c.weight * means[c.id] for c in rubric.criteria), 6),
+            confidence=math.fsum(confidences) / len(confidences) if confidences else None,
+            issues=list(dict.fromkeys(i for r in answered for i in r.issues)),
+            highlights=list(dict.fromkeys(h for r in answered for h in r.highlights)),
+        )
+
+
+def panel_message(opinions: Sequence[Opinion], decision: Decision) -> str:
+    if len(opinions) == 1:
+        return opinions[0].describe()
+    votes = [o.decided[1] for o in opinions]
+    said = "; ".join(f"{o.model}: {o.describe()}" for o in opinions)
+    if decision == "inconclusive":
+        counts = ", ".join(f"{votes.count(d)} {d}" for d in ("pass", "fail", "inconclusive"))
+        return f"judge panel has no strict majority ({counts}): inconclusive; {said}"
+    agreeing = votes.count(decision)
+    return f"judge panel {agreeing}/{len(opinions)} {decision}: {decision}; {said}"
+
+
+@dataclass(frozen=True)
+class PanelJudge:
+    """One judge model of a panel: its name, price, and an agent for each sample index
+    (each sample its own recording id, so repeated samples never answer for each other)."""
+
+    model: str
+    agent: Callable[[int], Agent]
+    price: Price | None = None
+
+
+async def run_panel(
+    judges: Sequence[PanelJudge],
+    rubric: Rubric,
+    *,
+    task: str,
+    transcript: str,
+    threshold: float,
+    samples: int = 1,
+    budget: Budget | None = None,
+) -> PanelVerdict:
+    """Ask every judge `samples` times (independent calls, one after another so the budget
+    is checked before each) and decide: `decide` per judge, `majority` across judges."""
+    if samples < 1 or not judges:
+        raise ValueError("a judge panel needs at least one judge and one sample")
+    opinions = []
+    for judge in judges:
+        verdicts = []
+        for sample in range(samples):
+            verdicts.append(
+                await run_judge(
+                    judge.agent(sample),
+                    rubric,
+                    task=task,
+                    transcript=transcript,
+                    threshold=threshold,
+                    price=judge.price,
+                    budget=budget,
+                )
+            )
+        opinions.append(Opinion(judge.model, tuple(verdicts), rubric, threshold))
+    decision = majority([o.decided[1] for o in opinions])
+    return PanelVerdict(tuple(opinions), decision, panel_message(opinions, decision))
+
+
+def sample_work_id(base: str, sample: int) -> str:
+    """The recording id of one judge sample: the first keeps the id a single judge call
+    always had (so existing recordings still answer it), later ones add `.s<n>`."""
+    return base if sample == 0 else f"{base}.s{sample}"

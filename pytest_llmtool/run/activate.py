@@ -113,6 +113,8 @@ def activate(config: pytest.Config) -> None:
     if controller is not None:
         config.pluginmanager.register(controller, "llmtool-controller")
         config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
+        if settings.judge_labels is not None or settings.judge_min_agreement:
+            _register_calibration(config, settings)
         if settings.fail_on_regression and settings.baseline is None:
             raise pytest.UsageError("--llm-fail-on-regression needs --llm-baseline=REF")
         if settings.baseline is not None or settings.fail_under:
@@ -125,6 +127,22 @@ def activate(config: pytest.Config) -> None:
             )
             config.pluginmanager.register(gate, "llmtool-gate")
             config.stash[GATE_KEY] = gate
+
+
+def _register_calibration(config: pytest.Config, settings: Settings) -> None:
+    """`--llm-judge-labels`: the judge checked against people's labels at the session's end."""
+    from pytest_llmtool.history.calibrate import CalibrationCheck, parse_gate
+
+    if settings.judge_labels is None:
+        raise pytest.UsageError("--llm-judge-min-agreement needs --llm-judge-labels=PATH")
+    if not settings.judge_models:
+        raise pytest.UsageError("--llm-judge-labels needs --llm-judge-model=NAMES")
+    try:
+        gate = parse_gate(settings.judge_min_agreement) if settings.judge_min_agreement else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"--llm-judge-min-agreement: {exc}") from None
+    check = CalibrationCheck(settings.judge_labels, gate, config.stash[STATE_KEY])
+    config.pluginmanager.register(check, "llmtool-judge-calibration")
 
 
 def collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:

@@ -101,15 +101,17 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
         scenario: Scenario = item.work
         own_judge = scenario.judge.model if scenario.judge else None
-        judge = state.judge_named(own_judge or state.settings.judge_model)
-        if judge is not None and judge.name == item.model.name:
-            warnings.warn(
-                LlmtoolWarning(
-                    f"{scenario.name}: the judge ({judge.name}) is the model under test; "
-                    "it may favour its own work"
-                ),
-                stacklevel=1,
-            )
+        names = [own_judge] if own_judge else state.settings.judge_models
+        judges = tuple(j for j in map(state.judge_named, names) if j is not None)
+        for judge in judges:
+            if judge.name == item.model.name:
+                warnings.warn(
+                    LlmtoolWarning(
+                        f"{scenario.name}: the judge ({judge.name}) is the model under test; "
+                        "it may favour its own work"
+                    ),
+                    stacklevel=1,
+                )
         external = _external(state)
         stem = f"{scenario.name}-{item.model.name}"[:40]
         root = item.tmp_path("".join(c if c.isalnum() or c in "-_." else "_" for c in stem))
@@ -122,7 +124,8 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 nodeid=item.nodeid,
                 max_turns=state.settings.max_turns,
                 trial=item.trial,
-                judge=judge,
+                judges=judges,
+                judge_samples=state.settings.judge_samples,
                 external=external,
                 sandbox=state.settings.sandbox,
                 budget=state.budget,

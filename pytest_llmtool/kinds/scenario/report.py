@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_llmtool.records import EvalReport, InteractionMetrics, ScenarioResult
+from pytest_llmtool.records import (
+    EvalReport,
+    EvaluationResult,
+    InteractionMetrics,
+    ScenarioResult,
+)
 from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
@@ -14,6 +19,22 @@ from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
 
 def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _outcome(result: ScenarioResult) -> str:
+    """PASS, FAIL, or INCONCLUSIVE: failed because the judge could not decide."""
+    return "INCONCLUSIVE" if result.inconclusive else result.evaluation.outcome.upper()
+
+
+def _judge(ev: EvaluationResult) -> str:
+    """The judge score, with its samples' interval when it was asked several times."""
+    if ev.judge_interval is not None:
+        i = ev.judge_interval
+        return f"{_score(ev.judge_score)} [{i.low:.2f}\u2013{i.high:.2f}]"
+    if len(ev.judge_panel) > 1:
+        votes = [o.decision for o in ev.judge_panel]
+        return f"{_score(ev.judge_score)} ({votes.count('pass')}/{len(votes)} pass)"
+    return _score(ev.judge_score)
 
 
 def _label(result: ScenarioResult) -> str:
@@ -41,9 +62,9 @@ def scenario_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[li
         rows.append(
             [
                 _label(r),
-                ev.outcome.upper(),
+                _outcome(r),
                 f"{ev.gates_passed}/{ev.gates_total}",
-                _score(ev.judge_score),
+                _judge(ev),
                 _score(ev.composite_score),
                 str(m.total_commands),
                 str(m.error_count),
@@ -80,7 +101,7 @@ def guidance_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[li
             f"{r.evaluation.interaction.first_try_success_rate:.2f}",
             f"{r.evaluation.interaction.iteration_ratio:.2f}",
             str(r.evaluation.interaction.total_commands),
-            r.evaluation.outcome.upper(),
+            _outcome(r),
         ]
         for r in compared
     ]
@@ -103,6 +124,41 @@ def model_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def panel_rows(ev: EvaluationResult) -> tuple[list[str], list[list[str]]]:
+    """Each judge's samples, their mean and 95% interval, and its decision."""
+    rows = [
+        [
+            o.model,
+            " ".join(f"{s:.2f}" for s in o.samples),
+            _score(sum(o.samples) / len(o.samples)),
+            "-" if o.interval is None else f"{o.interval.low:.2f}\u2013{o.interval.high:.2f}",
+            o.decision.upper(),
+        ]
+        for o in ev.judge_panel
+    ]
+    return ["Judge", "Samples", "Mean", "95% CI (t)", "Decision"], rows
+
+
+def judge_lines(report: EvalReport) -> list[str]:
+    """Per model, the judge's reliability where it was measured: items it could not decide,
+    its own spread over repeated samples, and a panel's Krippendorff alpha."""
+    lines = []
+    for model, s in report.scenario_summary.items():
+        said = []
+        if s.inconclusive:
+            said.append(f"{s.inconclusive} INCONCLUSIVE (counted as not passed)")
+        if s.judge_sample_sd is not None:
+            said.append(f"judge sample SD {s.judge_sample_sd:.3f}")
+        if s.panel_alpha:
+            alphas = ", ".join(
+                f"{cid} {'-' if a is None else f'{a:.2f}'}" for cid, a in s.panel_alpha.items()
+            )
+            said.append(f"panel Krippendorff alpha: {alphas}")
+        if said:
+            lines.append(f"judge [{model}]: " + "; ".join(said))
+    return lines
+
+
 def _small(report: EvalReport) -> bool:
     return any_small(
         i for s in report.scenario_summary.values() for i in (s.pass_rate_ci, s.gate_pass_rate_ci)
@@ -114,6 +170,7 @@ def terminal_lines(report: EvalReport) -> list[str]:
     if report.scenario_summary:
         lines += ["", *format_table(*model_rows(report))]
         lines += [SMALL_NOTE] if _small(report) else []
+        lines += judge_lines(report)
     headers, rows = guidance_rows(report.scenarios)
     if rows:
         lines += ["", "Guidance comparison:", *format_table(headers, rows)]
@@ -125,6 +182,7 @@ def markdown_summary(report: EvalReport) -> list[str]:
     if report.scenario_summary:
         lines += ["## Scenarios by Model", "", *table(*model_rows(report)), ""]
         lines += [markdown_note(SMALL_NOTE), ""] if _small(report) else []
+        lines += [*(f"- {text(line)}" for line in judge_lines(report)), ""]
     headers, rows = guidance_rows(report.scenarios)
     if rows:
         lines += ["## Guidance Comparison", "", *table(headers, rows), ""]
@@ -168,7 +226,7 @@ def tool_rows(result: ScenarioResult) -> tuple[list[str], list[list[str]]] | Non
 def html_details(result: ScenarioResult) -> list[str]:
     """The three layers (gates, judge, interaction), notes, then the conversation."""
     ev = result.evaluation
-    why = f"<p>{ev.outcome.upper()}: {fragments.esc(ev.reason)}</p>" if ev.reason else ""
+    why = f"<p>{_outcome(result)}: {fragments.esc(ev.reason)}</p>" if ev.reason else ""
     parts = [why + fragments.gates(ev.gates)]
     if ev.judge_verdict is not None or ev.judge_response is not None:
         parts.append(fragments.judge(ev.judge_response, ev.judge_score, ev.judge_verdict))
@@ -189,7 +247,7 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
     ev, m = result.evaluation, result.evaluation.interaction
     guidance = f" / {text(result.guidance)}" if result.guidance else ""
     title = f"{text(result.scenario)} [{text(result.model)}{guidance}]"
-    lines = [f"### {title}: {ev.outcome.upper()}", ""]
+    lines = [f"### {title}: {_outcome(result)}", ""]
     if ev.reason:
         lines += [f"- Why: {text(ev.reason)}"]
     lines += [f"- Artifacts: {code(result.artifacts)}", ""]
@@ -212,6 +270,8 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
         ]
         lines += [f"- Issue: {text(issue)}" for issue in judged.issues]
         lines += [f"- Highlight: {text(item)}" for item in judged.highlights]
+    if ev.judge_panel:
+        lines += ["", *table(*panel_rows(ev))]
     if ev.composite_score is not None:
         lines += ["", f"Composite score: {ev.composite_score:.2f}"]
     lines += [f"- Note: {text(note)}" for note in result.notes]

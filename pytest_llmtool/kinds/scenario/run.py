@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget
-from pytest_llmtool.agents.judge import JudgeVerdict, load_rubric, run_judge
+from pytest_llmtool.agents.judge import (
+    PanelJudge,
+    PanelVerdict,
+    load_rubric,
+    run_panel,
+    sample_work_id,
+)
 from pytest_llmtool.agents.loop import commands_of, run_agent_loop
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
@@ -44,6 +50,8 @@ from pytest_llmtool.records import (
     EvaluationResult,
     GateResult,
     InteractionMetrics,
+    Interval,
+    JudgeOpinion,
     McpSessionRecord,
     ScenarioResult,
     ToolCallResult,
@@ -83,7 +91,10 @@ class ScenarioRun:
     nodeid: str
     max_turns: int
     trial: int = 0
-    judge: ModelSpec | None = None
+    # The judge models (a panel when several: `--llm-judge-model=a,b,c`), each asked
+    # `judge_samples` times (`--llm-judge-samples`).
+    judges: tuple[ModelSpec, ...] = ()
+    judge_samples: int = 1
     external: ExternalAgent | None = None
     sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
     budget: Budget | None = None  # --llm-max-cost: every model call checks and adds to it
@@ -95,14 +106,18 @@ class ScenarioRun:
 
 
 def outcome(
-    gates: list[GateResult], judge_enabled: bool, judge_passed: bool | None
+    gates: list[GateResult], judge_enabled: bool, judge_decision: str | None
 ) -> tuple[Literal["pass", "fail"], str]:
+    """Pass only when every gate passes and an enabled judge decided pass; a judge that could
+    not decide (inconclusive) fails the item, and the reason says so."""
     failed = [g.gate_type for g in gates if not g.passed]
     reasons = []
     if failed:
         reasons.append(f"{len(failed)}/{len(gates)} gates failed: {', '.join(failed)}")
-    if judge_enabled and judge_passed is False:
+    if judge_enabled and judge_decision == "fail":
         reasons.append("judge failed")
+    if judge_enabled and judge_decision == "inconclusive":
+        reasons.append("judge could not decide (not a pass)")
     return ("fail" if reasons else "pass"), "; ".join(reasons)
 
 
@@ -130,7 +145,7 @@ def composite_score(
     return min(1.0, max(0.0, value))
 
 
-def judge_layer(expected: bool, verdict: JudgeVerdict | None, gates_passed: bool) -> float | None:
+def judge_layer(expected: bool, verdict: PanelVerdict | None, gates_passed: bool) -> float | None:
     """The judge's part of the composite; None only when the run was never to ask it (no
     judge configured, or no judge model in the run), so the layer drops out for every item.
 
@@ -141,7 +156,7 @@ def judge_layer(expected: bool, verdict: JudgeVerdict | None, gates_passed: bool
     money; it must not lift a failed run's composite by rescaling the other layers up.
     """
     if verdict is not None:
-        return verdict.response.weighted_score if verdict.response else 0.0
+        return verdict.score
     if expected and not gates_passed:
         return 0.0
     return None
@@ -491,35 +506,35 @@ async def _run_and_evaluate(
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
     gates_passed = all(g.passed for g in gates)
     judge_verdict: str | None = None
-    verdict: JudgeVerdict | None = None
+    verdict: PanelVerdict | None = None
     if judge_cfg is not None and scenario.rubric_path is not None:
         if not gates_passed:
             judge_verdict = "judge not asked: a gate already failed"
-        elif run.judge is None:
+        elif not run.judges:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
             shown = transcript
             if mcp is not None:
                 shown = f"{mcp_judge_context(mcp.record)}\n\n{transcript}"
-            verdict = await run_judge(
-                run.judge.create(NamedWork(f"{scenario.name}.judge"), run.trial),
+            verdict = await run_panel(
+                [_panel_judge(run, spec) for spec in run.judges],
                 load_rubric(scenario.rubric_path),
                 task=scenario.prompt,
                 transcript=shown,
                 threshold=judge_cfg.pass_threshold,
-                price=run.judge.price,
+                samples=run.judge_samples,
                 budget=run.budget,
             )
             judge_verdict = verdict.message
     judge_response = verdict.response if verdict else None
-    judge_passed = verdict.passed if verdict else None
-    decided, reason = outcome(gates, judge_cfg is not None, judge_passed)
+    panel = _opinions(verdict)
+    decided, reason = outcome(gates, judge_cfg is not None, verdict.decision if verdict else None)
     composite = None
     if scenario.composite is not None:
         c = scenario.composite
         weights = (c.judge_weight, c.gate_weight, c.interaction_weight)
         # Without a judge model no run of the scenario is judged: the layer drops out for all.
-        expected = judge_cfg is not None and scenario.rubric_path is not None and run.judge
+        expected = judge_cfg is not None and scenario.rubric_path is not None and run.judges
         judged = judge_layer(bool(expected), verdict, gates_passed)
         composite = composite_score(weights, gates, judged, interaction)
     evaluation = EvaluationResult(
@@ -527,12 +542,16 @@ async def _run_and_evaluate(
         gates=gates,
         gates_passed=sum(g.passed for g in gates),
         gates_total=len(gates),
-        judge_score=judge_response.weighted_score if judge_response else None,
+        # None when no answer was valid (the composite still counts the layer as 0).
+        judge_score=verdict.score if verdict and judge_response else None,
         judge_response=judge_response,
         judge_verdict=judge_verdict,
         composite_score=composite,
         outcome=decided,
         reason=reason,
+        judge_decision=verdict.decision if verdict else None,
+        judge_panel=panel,
+        judge_interval=panel[0].interval if len(panel) == 1 else None,
     )
     hostio.write_text(run.root, artifacts / "evaluation.json", evaluation.model_dump_json(indent=2))
     return ScenarioResult(
@@ -553,10 +572,45 @@ async def _run_and_evaluate(
     )
 
 
+def _panel_judge(run: ScenarioRun, spec: ModelSpec) -> PanelJudge:
+    """A judge model of the run, each of its samples filed under its own recording id."""
+    base = f"{run.scenario.name}.judge"
+    return PanelJudge(
+        spec.name,
+        lambda sample: spec.create(NamedWork(sample_work_id(base, sample)), run.trial),
+        spec.price,
+    )
+
+
+def _opinions(verdict: PanelVerdict | None) -> list[JudgeOpinion]:
+    """The record of repeated judging and panels; none for a single judge call."""
+    if verdict is None:
+        return []
+    opinions = verdict.opinions
+    if len(opinions) == 1 and len(opinions[0].verdicts) == 1:
+        return []
+    records = []
+    for o in opinions:
+        interval, decision = o.decided
+        records.append(
+            JudgeOpinion(
+                model=o.model,
+                samples=o.scores,
+                criteria=o.criterion_samples,
+                invalid=o.invalid,
+                interval=Interval.of(interval, "t") if interval else None,
+                decision=decision,
+            )
+        )
+    return records
+
+
 def failure_lines(result: ScenarioResult) -> list[str]:
     """The failed gates and the judge verdict first, then every gate and the metrics."""
     ev = result.evaluation
     first = ev.reason or "failed"
+    if result.inconclusive:
+        first = f"INCONCLUSIVE: {first}"
     if ev.judge_verdict:
         first += f"; {ev.judge_verdict}"
     lines = [first, ""]
