@@ -9,6 +9,7 @@ be an eval file (`inputs/sniff.py`). A run that collects none pays for this modu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,8 @@ def _asked_for(config: pytest.Config) -> bool:
         return True
     if config.getini("llm_model_aliases") or config.getini("llm_prices"):
         return True
+    if os.environ.get("LLMTOOL_JUDGE_MODEL"):  # stands for --llm-judge-model
+        return True
     hooks = config.pluginmanager.hook
     return any(
         len(hook.get_hookimpls()) > 1
@@ -85,6 +88,15 @@ def _wake(config: pytest.Config) -> None:
     activate(config)
 
 
+def _wake_collecting(config: pytest.Config) -> None:
+    """Wake at a file that may be an eval file. The settings are the defaults then, but a
+    usage error must still end the run as one (exit 4), not as that file's collection error."""
+    try:
+        _wake(config)
+    except pytest.UsageError as exc:
+        pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
     config = parent.config
     if not config.stash[ACTIVE_KEY]:
@@ -96,7 +108,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Fil
         yamls = str(config.getini("llm_scenarios")).split()
         if not may_be_eval_file(file_path, datasets, yamls):
             return None
-        _wake(config)
+        _wake_collecting(config)
     from pytest_llmtool.run.activate import collect_file
 
     return collect_file(parent, file_path)
