@@ -48,59 +48,91 @@ def weighted_rate(score: float, max_score: float, tasks: int) -> float:
     return score / max_score if max_score else 1.0
 
 
+# The sums `SummaryBuilder` keeps per result, by their `EvalSummary` field names.
+_TOTALS = (
+    "total_tasks",
+    "total_passed",
+    "total_score",
+    "total_max_score",
+    "total_tool_calls",
+    "tool_calls_ok",
+    "total_turns",
+    "natural_stops",
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_cache_read_tokens",
+    "total_cache_write_tokens",
+    "total_retries",
+    "mean_base_context",
+    "mean_context_growth_avg",
+    "total_duration_ms",
+)
+
+
 class SummaryBuilder:
     """One `EvalSummary`, built result by result: the results are read once, and what is kept
-    of each task is the few numbers its intervals need."""
+    of each task is the few numbers its intervals need. The sums are plain numbers until
+    `build` (a pydantic attribute set costs some microseconds, and there are dozens a result)."""
 
     def __init__(self, errors: int = 0) -> None:
-        self.s = EvalSummary(errors=errors)
-        self.categories: dict[str, CategorySummary] = defaultdict(CategorySummary)
-        self.modes: dict[str, CategorySummary] = defaultdict(CategorySummary)
-        self.difficulties: dict[str, CategorySummary] = defaultdict(CategorySummary)
-        self.generate: GenerateSummary | None = None
+        self.errors = errors
+        self.totals = dict.fromkeys(_TOTALS, 0.0)
+        self.cost: float | None = None
+        self.judge_calls: list[Any] = []
+        # Per category, mode and difficulty: tasks, passed, score, max score.
+        self.groups: tuple[dict[str, list[float]], ...] = ({}, {}, {})
+        self.generate: list[int] | None = None  # tasks, scripts found, passed, timed out
         self.parts = Groups()
 
     def add(self, r: TaskResult) -> None:
-        s, trace, score = self.s, r.trace, r.score
+        t, trace, score = self.totals, r.trace, r.score
         passed = score.all_passed()
-        s.total_tasks += 1
-        s.total_passed += passed
-        s.total_score += score.score
-        s.total_max_score += score.max_score
-        s.total_tool_calls += trace.tool_call_count
-        s.tool_calls_ok += trace.tool_calls_ok
-        s.total_turns += trace.turns
-        s.natural_stops += trace.natural_stop
-        s.total_input_tokens += trace.total_input_tokens
-        s.total_output_tokens += trace.total_output_tokens
-        s.total_cache_read_tokens += trace.total_cache_read_tokens
-        s.total_cache_write_tokens += trace.total_cache_write_tokens
-        s.total_retries += trace.total_retries
-        if trace.cost_usd is not None:
-            s.total_cost_usd = (s.total_cost_usd or 0.0) + trace.cost_usd
-        s.add_judge_calls(r.judge_calls)
-        s.mean_base_context += trace.base_context
-        s.mean_context_growth_avg += trace.context_growth_avg
-        s.total_duration_ms += trace.duration_ms
-        for group in (
-            self.categories[r.category],
-            self.modes[r.mode],
-            self.difficulties[r.difficulty],
-        ):
-            group.tasks += 1
-            group.passed += passed
-            group.score += score.score
-            group.max_score += score.max_score
+        t["total_tasks"] += 1
+        t["total_passed"] += passed
+        t["total_score"] += score.score
+        t["total_max_score"] += score.max_score
+        t["total_tool_calls"] += trace.tool_call_count
+        t["tool_calls_ok"] += trace.tool_calls_ok
+        t["total_turns"] += trace.turns
+        t["natural_stops"] += trace.natural_stop
+        t["total_input_tokens"] += trace.total_input_tokens
+        t["total_output_tokens"] += trace.total_output_tokens
+        t["total_cache_read_tokens"] += trace.total_cache_read_tokens
+        t["total_cache_write_tokens"] += trace.total_cache_write_tokens
+        t["total_retries"] += trace.total_retries
+        t["mean_base_context"] += trace.base_context
+        t["mean_context_growth_avg"] += trace.context_growth_avg
+        t["total_duration_ms"] += trace.duration_ms
+        cost = trace.cost_usd
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+        if r.judge_calls:
+            self.judge_calls.extend(r.judge_calls)
+        for groups, name in zip(self.groups, (r.category, r.mode, r.difficulty), strict=True):
+            group = groups.get(name)
+            if group is None:
+                group = groups[name] = [0, 0, 0.0, 0.0]
+            group[0] += 1
+            group[1] += passed
+            group[2] += score.score
+            group[3] += score.max_score
         if r.generate is not None:
-            g = self.generate = self.generate or GenerateSummary()
-            g.tasks += 1
-            g.scripts_found += r.generate.script_found
-            g.passed += passed
-            g.timed_out += r.generate.timed_out
+            g = self.generate = self.generate or [0, 0, 0, 0]
+            g[0] += 1
+            g[1] += r.generate.script_found
+            g[2] += passed
+            g[3] += r.generate.timed_out
         self.parts.add(r)
 
     def build(self) -> EvalSummary:
-        s, n = self.s, self.s.total_tasks
+        t = self.totals
+        floats = ("total_score", "total_max_score", "mean_base_context", "mean_context_growth_avg")
+        fields: dict[str, Any] = {k: v if k in floats else int(v) for k, v in t.items()}
+        s = EvalSummary.model_validate(
+            {**fields, "errors": self.errors, "total_cost_usd": self.cost}
+        )
+        s.add_judge_calls(self.judge_calls)
+        n = s.total_tasks
         s.overall_rate = weighted_rate(s.total_score, s.total_max_score, n)
         s.pass_rate = share(s.total_passed, n)
         s.tool_calls_error = s.total_tool_calls - s.tool_calls_ok
@@ -110,22 +142,33 @@ class SummaryBuilder:
         s.avg_duration_ms = share(s.total_duration_ms, n)
         s.mean_base_context = share(s.mean_base_context, n)
         s.mean_context_growth_avg = share(s.mean_context_growth_avg, n)
-        for field, groups in (
-            ("category", self.categories),
-            ("mode", self.modes),
-            ("difficulty", self.difficulties),
-        ):
+        built: list[dict[str, CategorySummary]] = []
+        for field, groups in zip(("category", "mode", "difficulty"), self.groups, strict=True):
             split = self.parts.split(field)
-            for name, group in groups.items():
-                group.rate = weighted_rate(group.score, group.max_score, group.tasks)
-                group.rate_ci, group.pass_rate_ci, _ = split[name].intervals()
-        s.by_category = dict(sorted(self.categories.items()))
-        s.by_mode = dict(sorted(self.modes.items()))
-        s.by_difficulty = dict(sorted(self.difficulties.items()))
+            summaries = {}
+            for name, (tasks, passed, score, max_score) in sorted(groups.items()):
+                rate_ci, pass_rate_ci, _ = split[name].intervals()
+                summaries[name] = CategorySummary(
+                    tasks=int(tasks),
+                    passed=int(passed),
+                    score=score,
+                    max_score=max_score,
+                    rate=weighted_rate(score, max_score, int(tasks)),
+                    rate_ci=rate_ci,
+                    pass_rate_ci=pass_rate_ci,
+                )
+            built.append(summaries)
+        s.by_category, s.by_mode, s.by_difficulty = built
         if self.generate is not None:
-            g = s.generate = self.generate
-            g.pass_rate = share(g.passed, g.tasks)
-            g.pass_rate_ci = self.parts.split("mode")["generate"].intervals()[1]
+            tasks, found, passed, timed_out = self.generate
+            s.generate = GenerateSummary(
+                tasks=tasks,
+                scripts_found=found,
+                passed=passed,
+                timed_out=timed_out,
+                pass_rate=share(passed, tasks),
+                pass_rate_ci=self.parts.split("mode")["generate"].intervals()[1],
+            )
         s.overall_rate_ci, s.pass_rate_ci, s.tool_call_success_ci = self.parts.intervals()
         s.healthy_profile = healthy_profile(s)
         return s
@@ -249,7 +292,7 @@ def summary_fields(results: Iterable[TaskResult], errors: list[ErrorRecord]) -> 
         by_model.setdefault(r.model, SummaryBuilder()).add(r)
     for e in errors:
         if e.model:
-            by_model.setdefault(e.model, SummaryBuilder()).s.errors += 1
+            by_model.setdefault(e.model, SummaryBuilder()).errors += 1
     return {
         "summary": overall.build(),
         "by_model": {model: builder.build() for model, builder in by_model.items()},
