@@ -17,7 +17,7 @@ from pytest_llmtool.agents.base import UnknownModel
 from pytest_llmtool.agents.registry import ModelRef, parse_aliases, resolve
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.pricing import DEFAULT_PRICES, Price, parse_prices
-from pytest_llmtool.records import TOOL_MODES, ToolMode
+from pytest_llmtool.records import TOOL_MODES, ModelParams, ToolMode
 from pytest_llmtool.sandbox.isolated import SANDBOX_MODES, UnisolatedWarning
 from pytest_llmtool.sandbox.limits import parse_limits
 
@@ -140,6 +140,20 @@ OPTIONS = (
         "llm_prompt_cache", "BOOL", "true", "set Anthropic prompt-cache breakpoints (true/false)"
     ),
     OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors"),
+    OptionDef(
+        "llm_temperature",
+        "T",
+        "",
+        "sampling temperature sent with every model call, the judge's too (default: the "
+        "provider's)",
+    ),
+    OptionDef(
+        "llm_max_tokens",
+        "N",
+        "",
+        "output-token limit of every model call, the judge's too (default: the provider's; "
+        "Anthropic requires one: 4096)",
+    ),
     OptionDef(
         "llm_retry_seconds",
         "S",
@@ -372,6 +386,20 @@ def _resume(config: pytest.Config) -> Path | bool:
     return _path(config, "llm_resume") or False
 
 
+def _params(config: pytest.Config) -> ModelParams:
+    """--llm-temperature (0 to 2, what every provider accepts) and --llm-max-tokens (>= 1);
+    unset, nothing is sent and the provider's default applies."""
+    temperature = max_tokens = None
+    if _raw(config, "llm_temperature")[0].strip():
+        temperature = _number(config, "llm_temperature", float, 0)
+        if temperature > 2:
+            got = _raw(config, "llm_temperature")[0].strip()
+            raise pytest.UsageError(f"--llm-temperature: expected 0 to 2, got {got!r}")
+    if _raw(config, "llm_max_tokens")[0].strip():
+        max_tokens = _number(config, "llm_max_tokens", int, 1)
+    return ModelParams(temperature=temperature, max_tokens=max_tokens)
+
+
 @dataclass(frozen=True)
 class Settings:
     models: tuple[ModelRef, ...]
@@ -411,6 +439,8 @@ class Settings:
     gaps_from: tuple[Path, ...] = ()
     # --llm-tool-mode: the modes scripting-tool tasks run in, each its own item.
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
+    # --llm-temperature, --llm-max-tokens: sent with every provider call.
+    params: ModelParams = field(default_factory=ModelParams)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -524,4 +554,5 @@ class Settings:
             solutions=_path(config, "llm_solutions"),
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
+            params=_params(config),
         )

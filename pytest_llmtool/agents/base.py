@@ -13,13 +13,10 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_llmtool.pricing import Price
-from pytest_llmtool.records import Message, Usage
+from pytest_llmtool.records import Message, ModelParams, ToolDefinition, Usage
 
-
-class ToolSpec(BaseModel):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
+# A tool offered to the model is recorded as it was offered.
+ToolSpec = ToolDefinition
 
 
 class ChatRequest(BaseModel):
@@ -38,6 +35,9 @@ class ChatResponse(BaseModel):
     retries: int = 0
     # Milliseconds the call waited for room in its provider's window (adaptive concurrency).
     wait_ms: float = 0.0
+    # The sampling parameters the provider was sent (its defaults filled in where the API
+    # requires a value); None from an agent that calls no provider.
+    params: ModelParams | None = None
 
 
 class AgentError(Exception):
