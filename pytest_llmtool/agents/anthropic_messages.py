@@ -70,7 +70,8 @@ def build_request(
         "messages": messages,
     }
     if sent.temperature is not None:
-        body["temperature"] = sent.temperature
+        # The API takes it; the SDK's `create` no longer names it.
+        body["extra_body"] = {"temperature": sent.temperature}
     if tools:  # a judge call has none; an empty list is not sent
         body["tools"] = tools
     return body
