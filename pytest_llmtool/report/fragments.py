@@ -53,6 +53,13 @@ def fold(summary: str, body: str, *, section: str = "", is_open: bool = False) -
     return f'<details class="llm-fold"{data}{opened}><summary>{summary}</summary>{body}</details>'
 
 
+def open_section(sections: str, section: str) -> str:
+    """`sections` with the fold of `section` open. Only our markup can hold the fold's tag:
+    text from a model or a tool is escaped, so its `<` never starts one."""
+    closed = f'<details class="llm-fold" data-section="{esc(section)}">'
+    return sections.replace(closed, closed[:-1] + " open>", 1)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, marks: bool = False) -> str:
     """A table of escaped cells; with `marks`, a cell of True/False shows as PASS/FAIL."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
