@@ -584,9 +584,7 @@ def _given_to(protocol: str, body: dict[str, Any]) -> dict[str, Any]:
     """The system prompt, tools and parameters a request carried, in the record's shape."""
     if protocol == "anthropic":
         system = "".join(block["text"] for block in body["system"])
-        tools = [
-            {k: t[k] for k in ("name", "description", "input_schema")} for t in body["tools"]
-        ]
+        tools = [{k: t[k] for k in ("name", "description", "input_schema")} for t in body["tools"]]
         limit = body["max_tokens"]
     elif protocol == "openai":
         (first, *_) = body["messages"]

@@ -22,8 +22,9 @@ from markdown_it import MarkdownIt
 
 from pytest_llmtool.gate import GATE_KEY
 from pytest_llmtool.items import BadInputItem, LlmFile, LlmItem
+from pytest_llmtool.records import AgentTrace
 from pytest_llmtool.report import charts as charting
-from pytest_llmtool.report import triage
+from pytest_llmtool.report import fragments, triage
 from pytest_llmtool.report.fragments import esc, fold, open_section
 from pytest_llmtool.report.markdown import metadata_lines, summary_lines
 
@@ -174,6 +175,9 @@ class HtmlItems:
                 row.update(item.kind.columns(result)._asdict())
             if report.when == "call" and result is not None and _nameable(report.nodeid):
                 sections = "".join(item.kind.html_details(result))
+                trace = getattr(result, "trace", None)
+                if isinstance(trace, AgentTrace):
+                    sections = fragments.setup_line(trace) + sections
                 if not result.passed:  # what the agent did is what a failure is read for
                     sections = open_section(sections, "conversation")
                 extra = {"name": "llmtool", "format_type": "html", "extension": "html"}
@@ -259,6 +263,10 @@ def summary_html(controller: Controller) -> tuple[str, str]:
     tables += _fold_lists(_MARKDOWN.render("\n".join(summary_lines(report, controller.kinds))))
     rest = ['<div class="llmtool-summary llmtool-more">']
     rest.append(fold("Run tables", tables, section="tables"))
+    if report.setups:
+        given = "".join(fragments.setup(key, s) for key, s in report.setups.items())
+        said = f"What the models were given ({len(report.setups)} distinct setups)"
+        rest.append(fold(said, given, section="setups"))
     drawn, failed = charting.charts_or_reason(report)
     charts = f"<p>{esc(failed)}</p>" if failed else ""
     if drawn:
