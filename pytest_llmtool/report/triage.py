@@ -50,7 +50,8 @@ def banner(report: EvalReport, gate_line: str | None) -> str:
     if report.partial:
         parts.append(f'<p class="llm-partial">{esc(report.partial)}</p>')
     rows = "".join(
-        f"<tr><td>{esc(model)}</td><td>{esc(passed)}</td><td>{esc(rate)}</td><td>{errors}</td></tr>"
+        f"<tr><td>{esc(model or NO_MODEL)}</td><td>{esc(passed)}</td><td>{esc(rate)}</td>"
+        f"<td>{errors}</td></tr>"
         for model, passed, rate, errors in model_verdicts(report)
     )
     head = "<tr><th>Model</th><th>Passed</th><th>Pass rate [95% CI]</th><th>Errors</th></tr>"
