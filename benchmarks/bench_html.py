@@ -106,6 +106,9 @@ def start_browser() -> Any:
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(600)
     driver.set_script_timeout(600)
+    # The client's own wait for chromedriver's answer (120 s by default): a page that takes
+    # longer to expand is measured, not dropped.
+    driver.command_executor.client_config.timeout = 900
     return driver
 
 

@@ -1,4 +1,5 @@
-"""The pytest-html report: our columns, each item's sections, and the run summary with charts.
+"""The pytest-html report: our columns, each item's sections, the verdict and task x model
+matrix on top (`triage.py`), and the run's tables, setups and charts below the results.
 
 Registered only when pytest-html is installed and `--html` is given (`plugin.py`); the plugin
 never needs it. The part that reads an item's result (`HtmlItems`) runs where the item ran,
@@ -46,7 +47,6 @@ COLUMNS = [
     ("llm_trial", "Trial"),
 ]
 NUMERIC = {"llm_score", "llm_turns", "llm_calls", "llm_tokens", "llm_cost", "llm_trial"}
-FILTERED = {"llm_model": triage.MODEL_ATTR, "llm_category": triage.CATEGORY_ATTR}
 _TEST_ID = re.compile(r'<td class="col-testId">(.*)</td>', re.DOTALL)
 NO_LOG = "No log output captured."
 FOLD_AFTER = 8  # items of a list in the summary shown before it is folded
@@ -119,10 +119,7 @@ def sort_key(value: float | int | None) -> str:
 
 def _cell(key: str, shown: str, order: float | int | None = None) -> str:
     hidden = f"<span hidden>{sort_key(order)}</span>" if key in NUMERIC else ""
-    # The model and category by digest, for the filter above the table (`triage.py`).
-    data = FILTERED.get(key)
-    marked = f' {data}="{triage.tag(shown)}"' if data and shown else ""
-    return f'<td class="col-{key}"{marked}>{hidden}{esc(shown)}</td>'
+    return f'<td class="col-{key}">{hidden}{esc(shown)}</td>'
 
 
 def _nameable(nodeid: str) -> bool:
@@ -250,8 +247,8 @@ def _gate_line(controller: Controller) -> str | None:
 
 def summary_html(controller: Controller) -> tuple[str, str]:
     """Above the results: the verdict banner and the task x model matrix with its filter.
-    Below them (the page's CSS puts it there), folded: the run's metadata and `report.md`'s
-    summary tables, and the charts."""
+    Below the results (the page's CSS puts them there), folded: the run's metadata and
+    `report.md`'s summary tables, what the models were given, and the charts."""
     report = controller.report
     assert report is not None
     top = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']

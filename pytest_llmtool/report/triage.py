@@ -8,9 +8,10 @@ and rows where the columns disagree come first.
 
 The filter above the matrix is CSS only (radio buttons read by `:has()` rules): the page runs
 no script but pytest-html's own. It narrows the matrix by category, by what each column did
-and to the tasks where models disagree, and the results table by category and model. The
-rules name a value only by its digest (`tag`), so no text of a task reaches a style sheet;
-every value shown is escaped.
+and to the tasks where models disagree. It leaves the results table alone: a rule reaching
+into each of its rows tripled the style work of a 5,000-row page (pytest-html's outcome boxes
+filter it, and each matrix cell links to its row). The rules name a category only by its
+digest (`tag`), so no text of a task reaches a style sheet; every value shown is escaped.
 """
 
 from __future__ import annotations
@@ -29,13 +30,9 @@ from pytest_llmtool.report.step_summary import model_verdicts
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
 
-# Attributes our cells of the results table carry, for the filter's rules.
-CATEGORY_ATTR = "data-llm-c"
-MODEL_ATTR = "data-llm-m"
-
 
 def tag(value: str) -> str:
-    """A CSS-safe name for a value (a category, a model): a digest, never the text."""
+    """A CSS-safe name for a category: a digest, never the text."""
     return "t" + hashlib.sha1(value.encode("utf-8", "replace")).hexdigest()[:12]
 
 
@@ -160,27 +157,14 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
     if not rows:
         return ""
     categories = sorted({r.category for r in rows})
-    models = sorted({m.name for m in report.metadata.models})
     hide = "{display: none}"
-    matrix_row = ".llm-triage tr.llm-row"
-    results = "#results-table > tbody"
     rules = [
         f".llm-triage:has(#llm-show-split:checked) tr.llm-row:not(.llm-split) {hide}",
         f".llm-triage:has(#llm-show-fail:checked) tr.llm-row:not(.llm-anyfail) {hide}",
     ]
     for value in categories:
         t = tag(value)
-        on = f"body:has(#llm-cat-{t}:checked)"
-        rules.append(
-            f"{on} {matrix_row}:not(.{t}), "
-            f'{on} {results}:not(:has(> tr > td[{CATEGORY_ATTR}="{t}"])) {hide}'
-        )
-    for value in models:
-        t = tag(value)
-        rules.append(
-            f"body:has(#llm-model-{t}:checked) "
-            f'{results}:not(:has(> tr > td[{MODEL_ATTR}="{t}"])) {hide}'
-        )
+        rules.append(f".llm-triage:has(#llm-cat-{t}:checked) tr.llm-row:not(.{t}) {hide}")
     for n, _ in enumerate(columns):
         for what in ("pass", "fail"):
             rules.append(
@@ -194,7 +178,7 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
         + _radio("llm-show", "llm-show-fail", "a model failed"),
     )
     category = _fieldset(
-        "Category (matrix and results)",
+        "Category",
         _radio("llm-cat", "llm-cat-all", "all", True)
         + "".join(_radio("llm-cat", f"llm-cat-{tag(c)}", c) for c in categories),
     )
@@ -206,11 +190,6 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
             + _radio(f"llm-col{n}", f"llm-col{n}-fail", "failed"),
         )
         for n, column in enumerate(columns)
-    )
-    model = _fieldset(
-        "Model (results)",
-        _radio("llm-model", "llm-model-all", "all", True)
-        + "".join(_radio("llm-model", f"llm-model-{tag(m)}", m) for m in models),
     )
 
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
@@ -242,6 +221,6 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
         f"{split} where they disagree, listed first. A cell opens its row below.</p>"
     )
     return (
-        f'<div class="llm-triage">{said}<div class="llm-filter">{show}{category}{model}'
+        f'<div class="llm-triage">{said}<div class="llm-filter">{show}{category}'
         f"{per_column}</div><style>{chr(10).join(rules)}</style>{table}</div>"
     )
