@@ -10,7 +10,12 @@ network) loads the report: the time from navigation until the document is comple
 results table has its N rows, then the time from clicking "Show all details" until every row
 is expanded, scrolled to the bottom and painted. Nothing is asserted: the numbers are printed.
 
+With `--before SRC` (a source tree of pytest-llmtool, e.g. `git archive main | tar -x -C SRC`)
+the same run also writes its report with that code (`PYTHONPATH=SRC`), and the browser loads
+it too: each timing is then printed for the page before and after, with their ratio.
+
     python benchmarks/bench_html.py [--n 5000] [--rounds 2] [--workers 0] [--loads 3] [--keep]
+                                    [--before SRC]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -100,6 +106,9 @@ def start_browser() -> Any:
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(600)
     driver.set_script_timeout(600)
+    # The client's own wait for chromedriver's answer (120 s by default): a page that takes
+    # longer to expand is measured, not dropped.
+    driver.command_executor.client_config.timeout = 900
     return driver
 
 
@@ -183,23 +192,48 @@ def browse(pages: dict[str, Path], rows: int, loads: int) -> None:
                 )
     finally:
         driver.quit()
-    base, ours = times["baseline"], times["ours"]
+    labels = list(pages)
+    against = [label for label in ("baseline", "before") if label in times]
     print("-" * 78)
-    print(f"  Chromium, medians of {loads} loads, {rows} rows      baseline         ours   ratio")
+    print(f"  Chromium, medians of {loads} loads, {rows} rows")
+    print(
+        "    "
+        + " " * 34
+        + "".join(f"{label:>11}" for label in labels)
+        + "".join(f"{'ours/' + label:>16}" for label in against)
+    )
     for what, attribute in (
         ("load until the table has its rows", "load"),
         ("  of which up to the load event", "load_event"),
         ("click one passed row open", "toggle"),
         ("show all details + scroll to end", "expand"),
     ):
-        b = statistics.median(getattr(base, attribute))
-        o = statistics.median(getattr(ours, attribute))
-        print(f"    {what:<34} {b:8.2f} s  {o:8.2f} s  {fmt_ratio(o / b):>6}")
-    print(
-        f"    page height, all expanded          {base.height / 1e6:6.2f} Mpx "
-        f"{ours.height / 1e6:6.2f} Mpx"
-    )
+        median = {label: statistics.median(getattr(times[label], attribute)) for label in labels}
+        shown = "".join(f"{median[label]:9.2f} s" for label in labels)
+        ratios = "".join(f"{fmt_ratio(median['ours'] / median[label]):>16}" for label in against)
+        print(f"    {what:<34}{shown}{ratios}")
+    heights = "".join(f"{times[label].height / 1e6:7.2f} Mpx" for label in labels)
+    print(f"    {'page height, all expanded':<34}{heights}")
     print("-" * 78, flush=True)
+
+
+def before_report(source: Path, command: list[str], cwd: Path) -> Path:
+    """The same run's report written by the code in `source`: the page before a change."""
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *command, "--html=before.html", "--self-contained-html"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = cwd / "before.html"
+    if not path.is_file():
+        raise SystemExit(f"--before {source}: no report written:\n{done.stdout[-2000:]}")
+    print(f"  before: report.html by {source}, {path.stat().st_size / 1e6:.1f} MB", flush=True)
+    return path
 
 
 # -------------------------------------------------------------------------------------- main
@@ -212,6 +246,9 @@ def main() -> int:
     parser.add_argument("--workers", default="0", help="pytest-xdist -n (default 0: off)")
     parser.add_argument("--loads", type=int, default=3, help="browser loads (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--before", type=Path, help="a source tree whose report is loaded too, for before/after"
+    )
     args = parser.parse_args()
     n: int = args.n
     xdist = [] if args.workers in ("", "0") else ["-n", args.workers]
@@ -253,7 +290,10 @@ def main() -> int:
         size = (tmp / "baseline.html").stat().st_size
         print(f"  baseline page: {n} plain tests (pytest-html alone), {size / 1e6:.1f} MB")
         print("-" * 78, flush=True)
-        browse({"baseline": tmp / "baseline.html", "ours": path}, n, args.loads)
+        pages = {"baseline": tmp / "baseline.html"}
+        if args.before is not None:
+            pages["before"] = before_report(args.before.resolve(), common, tmp)
+        browse({**pages, "ours": path}, n, args.loads)
     return 0
 
 

@@ -9,12 +9,13 @@ reads as the upstream ones do. Everything here is JSON-native: it travels on pyt
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 if TYPE_CHECKING:
     from pytest_llmtool import stats
@@ -171,6 +172,28 @@ class LLMCallMetrics(BaseModel):
 ItemResult.model_rebuild()
 
 
+class ModelParams(BaseModel):
+    """Sampling settings sent with every call (`--llm-temperature`, `--llm-max-tokens`);
+    None where nothing was sent and the provider's default applied."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ModelSetup(BaseModel):
+    """What the model was given besides the conversation: the system prompt, the tools and
+    the parameters. `report.json` holds each distinct one once (`EvalReport.setups`), keyed by
+    `key()`; a trace names its own (`AgentTrace.setup`)."""
+
+    system: str
+    tools: list[ToolSpec] = Field(default_factory=list)
+    params: ModelParams = Field(default_factory=ModelParams)
+
+    def key(self) -> str:
+        """A digest of the content: equal setups share one entry, whoever ran them."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
 class AgentTrace(BaseModel):
     """Everything one agent run did, as seed 000's `AgentTrace`, plus its per-call metrics."""
 
@@ -183,6 +206,20 @@ class AgentTrace(BaseModel):
     total_output_tokens: int = 0
     duration_ms: int = 0
     llm_calls: list[LLMCallMetrics] = Field(default_factory=list)
+    # The key of this run's `ModelSetup` in `EvalReport.setups`; None for an external agent's
+    # trace and in a record from before it.
+    setup: str | None = None
+    # The setup itself, in the process that ran the item only: it travels apart, once per
+    # distinct value (`roles.py`), not with every result.
+    _given: ModelSetup | None = PrivateAttr(default=None)
+
+    def record_setup(self, given: ModelSetup) -> None:
+        self.setup, self._given = given.key(), given
+
+    @property
+    def given(self) -> ModelSetup | None:
+        """The setup recorded in this process (see `setup`)."""
+        return self._given
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -1107,6 +1144,9 @@ class EvalReport(BaseModel):
     budget: BudgetSummary | None = None
     # With --llm-baseline: this run against the baseline, per model.
     baseline: BaselineComparison | None = None
+    # What the models were given (system prompt, tools, parameters), each distinct one once,
+    # by the key each trace's `setup` names.
+    setups: dict[str, ModelSetup] = Field(default_factory=dict)
 
 
 # Shipped with the package so that readers of `report.json` can validate it without this code.

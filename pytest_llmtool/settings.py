@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pytest_llmtool.agents.pricing import Price
     from pytest_llmtool.agents.registry import ModelRef
     from pytest_llmtool.agents.retry import RetryPolicy
-    from pytest_llmtool.records import ToolMode
+    from pytest_llmtool.records import ModelParams, ToolMode
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,20 @@ OPTIONS = (
         type="bool",
     ),
     OptionDef("llm_retries", "N", "5", "attempts per model call on transient errors", type="int"),
+    OptionDef(
+        "llm_temperature",
+        "T",
+        "",
+        "sampling temperature sent with every model call, the judge's too (default: the "
+        "provider's)",
+    ),
+    OptionDef(
+        "llm_max_tokens",
+        "N",
+        "",
+        "output-token limit of every model call, the judge's too (default: the provider's; "
+        "Anthropic requires one: 4096)",
+    ),
     OptionDef(
         "llm_retry_seconds",
         "S",
@@ -482,10 +496,32 @@ def _resume(config: pytest.Config) -> Path | bool:
     return _path(config, "llm_resume") or False
 
 
+def _params_default() -> ModelParams:
+    from pytest_llmtool.records import ModelParams
+
+    return ModelParams()
+
+
 def _retry_policy(**limits: Any) -> RetryPolicy:
     from pytest_llmtool.agents.retry import RetryPolicy
 
     return RetryPolicy(**limits)
+
+
+def _params(config: pytest.Config) -> ModelParams:
+    """--llm-temperature (0 to 2, what every provider accepts) and --llm-max-tokens (>= 1);
+    unset, nothing is sent and the provider's default applies."""
+    from pytest_llmtool.records import ModelParams
+
+    temperature = max_tokens = None
+    if _raw(config, "llm_temperature")[0].strip():
+        temperature = _number(config, "llm_temperature", float, 0)
+        if temperature > 2:
+            got = _raw(config, "llm_temperature")[0].strip()
+            raise pytest.UsageError(f"--llm-temperature: expected 0 to 2, got {got!r}")
+    if _raw(config, "llm_max_tokens")[0].strip():
+        max_tokens = _number(config, "llm_max_tokens", int, 1)
+    return ModelParams(temperature=temperature, max_tokens=max_tokens)
 
 
 @dataclass(frozen=True)
@@ -535,6 +571,8 @@ class Settings:
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
     # --llm-inspect-log: where the run goes as Inspect AI logs.
     inspect_log: Path | None = None
+    # --llm-temperature, --llm-max-tokens: sent with every provider call.
+    params: ModelParams = field(default_factory=_params_default)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -661,4 +699,5 @@ class Settings:
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
             inspect_log=_inspect_log(config),
+            params=_params(config),
         )

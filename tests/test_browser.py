@@ -335,15 +335,20 @@ def test_columns_sections_summary_and_charts(browser: Browser, report_html: Path
     assert checks.get_attribute("open") is not None  # open from the start
     assert "file_exists:/out/b.txt" in checks.text
 
-    # The run's summary, on top of pytest-html's.
+    # The run's tables, folded below the results.
+    browser.click(
+        browser.driver.find_element("css selector", 'details[data-section="tables"] > summary')
+    )
     top = browser.js(
-        "const s = document.querySelector('.additional-summary.prefix .llmtool-summary');"
+        "const s = document.querySelector('.additional-summary.postfix .llmtool-more');"
         "return s && {text: s.innerText, tables: s.querySelectorAll('table').length};"
     )
-    assert top is not None, "no .llmtool-summary in the summary's prefix"
+    assert top is not None, "no .llmtool-more in the summary's postfix"
     assert top["tables"] >= 2
-    assert "LLM evaluation" in top["text"]
     assert "oracle" in top["text"] and "haiku" in top["text"]
+    browser.click(
+        browser.driver.find_element("css selector", 'details[data-section="charts"] > summary')
+    )
 
     charts = browser.js(
         "return [...document.querySelectorAll('figure.llmtool-chart')].map((f) => {"
@@ -469,3 +474,89 @@ def test_numeric_columns_sort_as_numbers(browser: Browser, report_html: Path) ->
         down = _column(browser, key)
         assert _sorted_up(down[::-1]), (key, down)
         assert sorted(v for v in up if v is not None) == sorted(v for v in down if v is not None)
+
+
+def _top(browser: Browser, selector: str) -> float:
+    """Where the first element `selector` finds starts on the page, in CSS pixels."""
+    found = browser.js(
+        "const e = document.querySelector(arguments[0]);"
+        "return e && e.getBoundingClientRect().top + window.scrollY;",
+        selector,
+    )
+    assert found is not None, f"no {selector} on the page"
+    return float(found)
+
+
+def _shown(browser: Browser, selector: str) -> list[str]:
+    """The first cell's text of each displayed element `selector` finds."""
+    shown: list[str] = browser.js(
+        "return [...document.querySelectorAll(arguments[0])]"
+        "  .filter((e) => e.checkVisibility())"
+        "  .map((e) => e.querySelector('th, td.col-testId').textContent);",
+        selector,
+    )
+    return shown
+
+
+def test_the_verdict_and_the_matrix_come_first_and_filter(
+    browser: Browser, report_html: Path
+) -> None:
+    """Issue 22: the banner and the task x model matrix stand above the first results row
+    (the screenshot `triage.png` shows them on the first screen); the CSS-only filter finds
+    the tasks where two models differ and every failure of one category."""
+    browser.open(report_html, sum(OUTCOMES.values()))
+    banner = _top(browser, ".llm-banner")
+    matrix = _top(browser, ".llm-matrix")
+    first_row = _top(browser, "#results-table tbody.results-table-row")
+    assert banner < matrix < first_row
+    assert first_row < HEIGHT, "the results start below the first screen"
+    assert _top(browser, "#environment") > first_row  # pytest-html's box: at the end
+    text = browser.js("return document.querySelector('.llm-banner').innerText")
+    assert "haiku" in text and "Exit status 1" in text
+    headings = browser.js(
+        "return [...document.querySelectorAll('h2')].filter((h) => h.checkVisibility())"
+        ".map((h) => h.textContent)"
+    )
+    # pytest-html's "Summary" heading is hidden; the one in the folded tables is not shown.
+    assert "Summary" not in headings and "LLM evaluation" in headings, headings
+    browser.driver.execute_script("window.scrollTo(0, 0)")
+    browser.driver.save_screenshot(str(artifacts_dir() / "triage.png"))
+
+    everything = _shown(browser, "tr.llm-row")
+    # nop fails what oracle and haiku pass: those rows come first.
+    browser.click(browser.driver.find_element("id", "llm-show-split"))
+    split = _shown(browser, "tr.llm-row")
+    assert split and split == everything[: len(split)] and len(split) < len(everything)
+    assert "data.jsonl::alpha" in split and "data.jsonl::gamma" not in split
+    # haiku passed, nop failed: the same tasks here.
+    browser.click(browser.driver.find_element("id", "llm-show-all"))
+    columns = browser.js(
+        "return [...document.querySelectorAll('.llm-matrix thead th')].map((t) => t.textContent)"
+    )[2:]
+    browser.click(browser.driver.find_element("id", f"llm-col{columns.index('haiku')}-pass"))
+    browser.click(browser.driver.find_element("id", f"llm-col{columns.index('nop')}-fail"))
+    assert set(_shown(browser, "tr.llm-row")) == set(split) - {"data.jsonl::delta"}
+
+    # Every failure of one category: the matrix narrows to it, and its cells lead to the rows.
+    for n in range(len(columns)):
+        browser.click(browser.driver.find_element("id", f"llm-col{n}-any"))
+    category = browser.js(
+        "return [...document.querySelectorAll('input[name=llm-cat]')]"
+        "  .find((i) => i.parentElement.textContent === 'text').id"
+    )
+    browser.click(browser.driver.find_element("id", category))
+    browser.click(browser.driver.find_element("id", "llm-show-fail"))
+    assert set(_shown(browser, "tr.llm-row")) == {"data.jsonl::beta", "data.jsonl::gamma"}
+
+    # A cell opens its row: the link lands on the item's row of the results table.
+    link = browser.js(
+        "return [...document.querySelectorAll('td.llm-fail a')].find((a) => a.checkVisibility())"
+    )
+    target = browser.js("return decodeURIComponent(arguments[0].hash.slice(1))", link)
+    browser.click(link)
+    browser.wait(
+        lambda: browser.js("return decodeURIComponent(location.hash.slice(1))") == target,
+        "the link to be followed",
+    )
+    assert browser.js("return document.getElementById(arguments[0]) !== null", target)
+    assert browser.pwned() is None

@@ -174,6 +174,7 @@ def _full() -> EvalReport:
         "bash": {
             m: TrialSummary(
                 trials=3,
+                tasks=4,
                 pass_at_k={1: 0.5, 2: 0.7, 3: 0.8},
                 pass_at_k_ci={k: _interval(v, v - 0.2, min(1, v + 0.2)) for k, v in ((1, 0.5),)},
             )
@@ -383,3 +384,33 @@ def test_labels_are_one_short_line() -> None:
     assert label("x" * 30) == "x" * 30
     assert label("\x00") == "(none)"
     assert label("\u202eevil") == "evil"
+
+
+def test_tool_calls_count_bash_tasks_not_scenarios() -> None:
+    """Issue 22: the chart said n=56 for 51 tasks, counting scenarios with them."""
+    pytest.importorskip("matplotlib")
+    results = [_task("m", "files", True, index=i, tool_calls=1) for i in range(3)]
+    scenarios = [_scenario("m", f"s{i}", 4, tool_calls=9) for i in range(2)]
+    [chart] = [c for c in charts(_report(results, scenarios)) if c.name == "turns_per_task"]
+    assert chart.title == "Tool calls per bash task (n = 3 bash task runs)"
+    assert "m (n=3)" in _texts(chart)
+    assert not any(t.startswith("9") for t in _texts(chart))  # no scenario's 9 calls
+
+
+def test_every_chart_says_its_n(full: list[Chart]) -> None:
+    titles = {chart.name: chart.title for chart in full}
+    # _full(): 2 models x 3 categories x 4 tasks, every one with tokens and a price;
+    # 2 models x 2 guidance documents x 3 scenarios, each with gates; 4 tasks with trials
+    # per model and 3 per optimization agent.
+    assert titles == {
+        "pass_rate_by_category": "Bash tasks passed by category (n = 24 bash task runs)",
+        "context_growth": "Input tokens per model call (n = 24 runs with token counts)",
+        "cost_vs_pass_rate": "Cost per task against pass rate (n = 24 priced runs)",
+        "pass_at_k": "pass@k over repeated attempts (n = 4 tasks each)",
+        "speedups": "Optimization: mean speedup per agent (n = 3 tasks each)",
+        "turns_per_task": "Tool calls per bash task (n = 24 bash task runs)",
+        "scenario_gates": "Scenario gates passed (n = 12 scenario runs with gates)",
+    }
+    for chart in full:  # the title is drawn, and named for screen readers
+        assert chart.title in _texts(chart)
+        assert _parse(chart).get("aria-label") == chart.title

@@ -578,3 +578,98 @@ def test_a_password_in_a_base_url_is_neither_logged_nor_written(
     )
     env = {"ANTHROPIC_BASE_URL": "https://u:another-secret@proxy"}
     assert "another-secret" not in Redactor.from_env(env)("at https://u:another-secret@proxy")
+
+
+def _given_to(protocol: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The system prompt, tools and parameters a request carried, in the record's shape."""
+    if protocol == "anthropic":
+        system = "".join(block["text"] for block in body["system"])
+        tools = [{k: t[k] for k in ("name", "description", "input_schema")} for t in body["tools"]]
+        limit = body["max_tokens"]
+    elif protocol == "openai":
+        (first, *_) = body["messages"]
+        assert first["role"] == "system"
+        system = first["content"]
+        tools = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in body["tools"]
+        ]
+        limit = body["max_completion_tokens"]
+    else:
+        system = body["instructions"]
+        tools = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in body["tools"]
+        ]
+        limit = body["max_output_tokens"]
+    return {
+        "system": system,
+        "tools": tools,
+        "params": {"temperature": body["temperature"], "max_tokens": limit},
+    }
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_the_report_records_what_the_provider_received_once(
+    pytester: pytest.Pytester, server: FakeLLMServer, protocol: str
+) -> None:
+    """Issue 22: the system prompt, tools and parameters are on the record, byte for byte as
+    the provider got them, and once for the two tasks that shared them."""
+    model = PROTOCOLS[protocol][0]
+    write_dataset(pytester, [ALPHA, BETA])
+    _script(server, cache_writes=False)
+    pytester.makeini("[pytest]\nllm_max_tokens = 123\n")
+    result = pytester.runpytest(f"--llm-model={model}", "--llm-report=out", "--llm-temperature=0.3")
+    result.assert_outcomes(passed=1, failed=1)
+    report = read_report(pytester)
+    keys = {r["trace"]["setup"] for r in report["results"]}
+    assert len(keys) == 1 and set(report["setups"]) == keys
+    recorded = report["setups"][keys.pop()]
+    assert recorded["params"] == {"temperature": 0.3, "max_tokens": 123}
+    sent = [_given_to(protocol, r.body) for r in server.requests]
+    assert len(sent) == 5 and all(given == sent[0] for given in sent)
+    # Byte for byte: the JSON text of each string and schema, not equality after parsing.
+    assert json.dumps(recorded, sort_keys=True) == json.dumps(sent[0], sort_keys=True)
+    text = (pytester.path / "out" / "report.json").read_text()
+    assert text.count(json.dumps(recorded["system"])) == 1  # once, not once per item
+
+
+def test_unset_parameters_are_not_sent_and_recorded_as_the_provider_default(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_dataset(pytester, [ALPHA])
+    _script(server, cache_writes=False)
+    pytester.runpytest("--llm-model=openai:gpt-5.2", "--llm-report=out").assert_outcomes(passed=1)
+    bodies = [r.body for r in server.requests]
+    assert not any("temperature" in b or "max_completion_tokens" in b for b in bodies)
+    (setup,) = read_report(pytester)["setups"].values()
+    assert setup["params"] == {"temperature": None, "max_tokens": None}
+
+    server.reset()
+    _script(server, cache_writes=False)
+    pytester.runpytest("--llm-model=haiku", "--llm-report=out").assert_outcomes(passed=1)
+    assert {r.body["max_tokens"] for r in server.requests} == {4096}
+    assert not any("temperature" in r.body for r in server.requests)
+    (setup,) = read_report(pytester)["setups"].values()
+    assert setup["params"] == {"temperature": None, "max_tokens": 4096}
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--llm-temperature=hot", "--llm-temperature: expected a number >= 0, got 'hot'"),
+        ("--llm-temperature=2.5", "--llm-temperature: expected 0 to 2, got '2.5'"),
+        ("--llm-max-tokens=0", "--llm-max-tokens: expected an integer >= 1, got '0'"),
+        ("--llm-max-tokens=1.5", "--llm-max-tokens: expected an integer >= 1, got '1.5'"),
+    ],
+)
+def test_bad_sampling_parameters_are_usage_errors(
+    pytester: pytest.Pytester, dataset: Path, option: str, message: str
+) -> None:
+    result = pytester.runpytest("--llm-model=oracle", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])

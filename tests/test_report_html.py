@@ -17,11 +17,13 @@ from xml.etree import ElementTree
 import pytest
 from helpers import TASKS, write_dataset
 
+from pytest_llmtool.report.triage import tag
 from pytest_llmtool.run.html import COLUMNS, row_cells, sort_key
 
 pytest.importorskip("pytest_html")
 
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+SCRIPT_TAG = "<script>window.__pwned=1</script>"
 # What our markup uses; anything else in an item's cells or sections came from the data.
 ALLOWED_TAGS = {
     "b", "details", "div", "pre", "span", "summary", "table", "tbody", "td", "th", "thead",
@@ -64,6 +66,16 @@ def blob(path: Path) -> dict[str, Any]:
 
 
 def summary_markup(path: Path) -> str:
+    """Ours of the page's summary: the banner and matrix above pytest-html's run count, the
+    folded tables and charts after its filters (in the page's markup; CSS shows them below the
+    results)."""
+    text = path.read_text()
+    start = text.index('<div class="llmtool-summary llmtool-more">')
+    return top_markup(path) + text[start : text.index('<table id="results-table">', start)]
+
+
+def top_markup(path: Path) -> str:
+    """What stands above pytest-html's run count: the banner and the matrix."""
     text = path.read_text()
     start = text.index('<div class="llmtool-summary">')
     return text[start : text.index('<p class="run-count">', start)]
@@ -198,3 +210,110 @@ def test_a_chart_that_cannot_be_drawn_costs_nothing_else(
     said = "charts could not be drawn: ValueError: no such font"
     assert said in summary_markup(pytester.path / "report.html")
     assert said in (pytester.path / "out" / "report.md").read_text()
+
+
+class Tags(HTMLParser):
+    """Start and end tags of a fragment, counted, and each matrix row's cells' text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.starts: dict[str, int] = {}
+        self.ends: dict[str, int] = {}
+        self.rows: list[list[str]] = []
+        self._row: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts[tag] = self.starts.get(tag, 0) + 1
+        if tag == "tr" and "llm-row" in (dict(attrs).get("class") or ""):
+            self._row = []
+            self.rows.append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._row.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends[tag] = self.ends.get(tag, 0) + 1
+        if tag == "tr":
+            self._row = None
+
+    def handle_data(self, data: str) -> None:
+        if self._row:
+            self._row[-1] += data
+
+
+def test_banner_matrix_and_failed_rows_open(pytester: pytest.Pytester) -> None:
+    """Issue 22: the verdict on top, then every task against every model with the tasks where
+    they disagree first, each cell linking to its row; a failed row shows its conversation."""
+    write_dataset(pytester, TASKS)
+    tests = run_html(pytester, "--llm-fail-under=pass_rate=0.9", "--llm-report=out", status=8)[
+        "tests"
+    ]
+    page = (pytester.path / "report.html").read_text()
+    top = top_markup(pytester.path / "report.html")
+    banner = top[top.index('<div class="llm-banner">') : top.index('<div class="llm-triage">')]
+    assert "<td>oracle</td><td>2/3</td>" in banner and "<td>nop</td><td>1/4</td>" in banner
+    assert "Gate: below --llm-fail-under" in banner and "(exit status 8)" in banner
+    assert "PARTIAL" not in banner
+    # pytest-html's "Summary" heading is hidden, its Environment box goes last (CSS order).
+    assert ".summary__data > h2 { display: none; }" in page
+    assert "#environment-header, #environment { order: 3; }" in page
+
+    rows = Tags(top[top.index('<table class="llm-matrix">') :]).rows
+    assert [r[0] for r in rows] == [
+        "data.jsonl::alpha",  # oracle passes, nop fails
+        "data.jsonl::beta",
+        "data.jsonl::gamma",  # both fail
+        "data.jsonl::delta",  # nop passes, oracle skipped it
+    ]
+    assert rows[0] == ["data.jsonl::alpha", "files", "PASS 4/4", "FAIL 0/4"]
+    assert rows[3] == ["data.jsonl::delta", "misc", "-", "PASS 1/1"]
+    assert 'href="#data.jsonl%3A%3Aalpha%5Bnop%5D"' in top
+    assert 'class="llm-row t' in top and "llm-split" in top
+
+    # The filter's rules name a category by its digest, never by its text.
+    assert f"#llm-cat-{tag('files')}:checked" in top and f".{tag('files')} " in top
+    alpha = tests["data.jsonl::alpha[nop]"][0]
+
+    failed = alpha["extras"][0]["content"]
+    assert '<details class="llm-fold" data-section="conversation" open>' in failed
+    passed = tests["data.jsonl::alpha[oracle]"][0]["extras"][0]["content"]
+    assert '<details class="llm-fold" data-section="conversation">' in passed
+    # What the model saw: one line per item, the setup itself once in the page.
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    (key,) = report["setups"]
+    assert f'<a href="#llm-setup-{key}">setup {key}</a>' in passed
+    assert page.count(f'id="llm-setup-{key}"') == 1
+    assert "What the models were given (1 distinct setups)" in page
+
+
+def test_the_banner_says_partial(pytester: pytest.Pytester) -> None:
+    write_dataset(pytester, TASKS)
+    run_html(pytester, "-x", status=1)
+    top = top_markup(pytester.path / "report.html")
+    assert re.search(r'<p class="llm-partial">PARTIAL: \d+ of 8 items ran \(stopped early', top)
+
+
+def test_hostile_text_cannot_close_our_folds(pytester: pytest.Pytester) -> None:
+    """A task or model that prints `</details>`, or our fold's own tag, changes no markup: the
+    matrix, the banner and each row's sections stay balanced, and the fold a failure opens is
+    ours."""
+    fold = '<details class="llm-fold" data-section="conversation">'
+    closing = f"</details></td></tr></table></div>{SCRIPT_TAG}"
+    task = {
+        "id": "closer",
+        "category": closing,
+        "prompt": f"Say {fold} and {closing}",
+        "expectations": [{"check": "stdout_contains:never"}],
+        "solution": [f"echo '{closing}'"],
+    }
+    write_dataset(pytester, [task, TASKS[0]])
+    tests = run_html(pytester)["tests"]
+    ours = summary_markup(pytester.path / "report.html")
+    for fragment in [ours, *(e["extras"][0]["content"] for (e,) in tests.values())]:
+        counted = Tags(fragment)
+        assert "script" not in counted.starts
+        for name in ("details", "table", "tr", "td", "pre"):
+            assert counted.starts.get(name, 0) == counted.ends.get(name, 0), (name, fragment[:300])
+    sections = tests["data.jsonl::closer[oracle]"][0]["extras"][0]["content"]
+    assert sections.count(" open>") == 2  # the checks' fold and the conversation's, both ours
+    assert html.escape(fold, quote=True) in sections

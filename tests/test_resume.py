@@ -250,8 +250,11 @@ def test_errored_and_unrun_items_run_again(pytester: pytest.Pytester, dataset: P
     result.assert_outcomes(passed=1, failed=1, skipped=1, deselected=1)
     result.stdout.fnmatch_lines(["*beta*PASSED*", "*gamma*FAILED*"])
     journal = read_journal(journal_of(pytester))
-    # alpha (resumed) first, then what ran now; the old error is gone.
+    # The setup the results name and alpha (resumed) first, then what ran now; the old error
+    # is gone.
+    (key,) = read_report(pytester)["setups"]
     assert [(e.type, e.nodeid) for e in journal.entries] == [
+        ("setup", key),
         ("bash", "data.jsonl::alpha[oracle]"),
         ("bash", "data.jsonl::beta[oracle]"),
         ("bash", "data.jsonl::gamma[oracle]"),
@@ -482,3 +485,30 @@ def test_a_journal_line_may_hold_unicode_line_separators(tmp_path: Path) -> None
         ("d.jsonl::t[m]", text),
         ("d.jsonl::u[m]", text),
     ]
+
+
+def test_a_resumed_run_keeps_the_setups_its_results_name(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    """The setup (system prompt, tools) is journalled once, before the first result naming
+    it; a resumed run's report has it for the items it did not run again."""
+    pytester.runpytest("--llm-report=out", "-k", "alpha").assert_outcomes(passed=1, deselected=3)
+    journal = read_journal(journal_of(pytester))
+    assert [e.type for e in journal.entries] == ["setup", "bash"]
+    result = pytester.runpytest("--llm-report=out", "--llm-resume", "-k", "alpha or beta")
+    result.assert_outcomes(passed=1, deselected=3)
+    report = read_report(pytester)
+    names = {r["trace"]["setup"] for r in report["results"]}
+    assert len(report["results"]) == 2 and names == set(report["setups"])
+    assert "bash" in report["setups"][names.pop()]["system"]
+
+    rewrite(
+        journal_of(pytester),
+        lambda lines: [
+            {**line, "data": {"system": 1}} if line.get("type") == "setup" else line
+            for line in lines
+        ],
+    )
+    result = pytester.runpytest("--llm-report=out", "--llm-resume")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-resume: *: setup * is not a model setup*"])

@@ -6,7 +6,7 @@ last block of the conversation, so each turn reads the prefix the previous turn 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
@@ -14,10 +14,17 @@ import anthropic
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
-from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from pytest_llmtool.records import (
+    Message,
+    ModelParams,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 
 KEY_ENV = "ANTHROPIC_API_KEY"
-MAX_TOKENS = 4096
+MAX_TOKENS = 4096  # the API requires a value: this one unless --llm-max-tokens sets it
 _CACHE = {"type": "ephemeral"}
 
 
@@ -32,7 +39,14 @@ def _block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> dict[str, Any]:
     return block.model_dump()
 
 
-def build_request(request: ChatRequest, model: str, cache: bool) -> dict[str, Any]:
+def sent_params(params: ModelParams) -> ModelParams:
+    """The parameters a call sends: `max_tokens` is required, so it always has a value."""
+    return params.model_copy(update={"max_tokens": params.max_tokens or MAX_TOKENS})
+
+
+def build_request(
+    request: ChatRequest, model: str, cache: bool, params: ModelParams | None = None
+) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
         {"role": m.role, "content": [_block(b) for b in m.content]} for m in request.messages
     ]
@@ -48,12 +62,16 @@ def build_request(request: ChatRequest, model: str, cache: bool) -> dict[str, An
         last: list[dict[str, Any]] = messages[-1]["content"] if messages else []
         if last:
             last[-1]["cache_control"] = _CACHE
+    sent = sent_params(params or ModelParams())
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": sent.max_tokens,
         "system": system,
         "messages": messages,
     }
+    if sent.temperature is not None:
+        # The API takes it; the SDK's `create` no longer names it.
+        body["extra_body"] = {"temperature": sent.temperature}
     if tools:  # a judge call has none; an empty list is not sent
         body["tools"] = tools
     return body
@@ -89,9 +107,10 @@ class AnthropicAgent:
     policy: RetryPolicy
     cache: bool = True
     limiter: Limiter | None = None
+    params: ModelParams = field(default_factory=ModelParams)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        body = build_request(request, self.model, self.cache)
+        body = build_request(request, self.model, self.cache, self.params)
 
         async def attempt() -> Answer[ChatResponse]:
             raw = await self.client.messages.with_raw_response.create(**body)
@@ -99,4 +118,6 @@ class AnthropicAgent:
             return Answer(reply, raw.headers, reply.usage.input_tokens + reply.usage.output_tokens)
 
         sent = await call_limited(attempt, self.policy, KEY_ENV, self.limiter)
-        return sent.value.model_copy(update={"retries": sent.retries, "wait_ms": sent.wait_ms})
+        params = sent_params(self.params)
+        said = {"retries": sent.retries, "wait_ms": sent.wait_ms, "params": params}
+        return sent.value.model_copy(update=said)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_llmtool.agents.pricing import Price
-from pytest_llmtool.records import Message, ToolSpec, Usage
+from pytest_llmtool.records import Message, ModelParams, ToolSpec, Usage
 
 
 class ChatRequest(BaseModel):
@@ -32,6 +32,9 @@ class ChatResponse(BaseModel):
     retries: int = 0
     # Milliseconds the call waited for room in its provider's window (adaptive concurrency).
     wait_ms: float = 0.0
+    # The sampling parameters the provider was sent (its defaults filled in where the API
+    # requires a value); None from an agent that calls no provider.
+    params: ModelParams | None = None
 
 
 class AgentError(Exception):

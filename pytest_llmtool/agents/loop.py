@@ -19,6 +19,8 @@ from pytest_llmtool.records import (
     AgentTrace,
     LLMCallMetrics,
     Message,
+    ModelParams,
+    ModelSetup,
     TextBlock,
     ToolCallResult,
     ToolResultBlock,
@@ -121,6 +123,7 @@ async def run_agent_loop(
     nothing about the model and ends as an infrastructure error instead."""
     trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
+    params: ModelParams | None = None
     try:
         for _ in range(max_turns):
             request = ChatRequest(system=system, messages=list(trace.messages), tools=tools)
@@ -152,6 +155,7 @@ async def run_agent_loop(
             trace.total_input_tokens += metrics.input_tokens
             trace.total_output_tokens += metrics.output_tokens
             trace.llm_calls.append(metrics)
+            params = params or response.params
             tool_uses = response.message.tool_uses()
             trace.messages.append(response.message)
             if response.stop or not tool_uses:
@@ -176,4 +180,6 @@ async def run_agent_loop(
             trace.messages.append(Message(role="user", content=results))
     finally:
         trace.duration_ms = round((time.perf_counter() - started) * 1000)
+    # What every call was given besides the conversation: the same each turn.
+    trace.record_setup(ModelSetup(system=system, tools=tools, params=params or ModelParams()))
     return trace

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -11,7 +11,14 @@ import openai
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
 from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
-from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from pytest_llmtool.records import (
+    Message,
+    ModelParams,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 
 KEY_ENV = "OPENAI_API_KEY"
 
@@ -53,8 +60,21 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
+def sampling(params: ModelParams, max_tokens_key: str) -> dict[str, Any]:
+    """The parameters that were set, under this API's names; unset ones are not sent."""
+    sent: dict[str, Any] = {}
+    if params.temperature is not None:
+        sent["temperature"] = params.temperature
+    if params.max_tokens is not None:
+        sent[max_tokens_key] = params.max_tokens
+    return sent
+
+
+def build_request(
+    request: ChatRequest, model: str, params: ModelParams | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": _messages(request)}
+    body |= sampling(params or ModelParams(), "max_completion_tokens")
     if not request.tools:  # a judge call has none, and OpenAI rejects an empty list
         return body
     return body | {
@@ -105,9 +125,10 @@ class OpenAIChatAgent:
     model: str
     policy: RetryPolicy
     limiter: Limiter | None = None
+    params: ModelParams = field(default_factory=ModelParams)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        body = build_request(request, self.model)
+        body = build_request(request, self.model, self.params)
 
         async def attempt() -> Answer[ChatResponse]:
             raw = await self.client.chat.completions.with_raw_response.create(**body)
@@ -115,4 +136,5 @@ class OpenAIChatAgent:
             return Answer(reply, raw.headers, reply.usage.input_tokens + reply.usage.output_tokens)
 
         sent = await call_limited(attempt, self.policy, KEY_ENV, self.limiter)
-        return sent.value.model_copy(update={"retries": sent.retries, "wait_ms": sent.wait_ms})
+        said = {"retries": sent.retries, "wait_ms": sent.wait_ms, "params": self.params}
+        return sent.value.model_copy(update=said)

@@ -7,16 +7,23 @@ reasoning items are dropped, and codex models get high reasoning effort.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 
 from pytest_llmtool.agents.base import ChatRequest, ChatResponse
-from pytest_llmtool.agents.openai_chat import KEY_ENV, parse_arguments
+from pytest_llmtool.agents.openai_chat import KEY_ENV, parse_arguments, sampling
 from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
-from pytest_llmtool.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from pytest_llmtool.records import (
+    Message,
+    ModelParams,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 
 
 def _input(request: ChatRequest) -> list[dict[str, Any]]:
@@ -45,12 +52,15 @@ def _input(request: ChatRequest) -> list[dict[str, Any]]:
     return items
 
 
-def build_request(request: ChatRequest, model: str) -> dict[str, Any]:
+def build_request(
+    request: ChatRequest, model: str, params: ModelParams | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "instructions": request.system,
         "input": _input(request),
         "store": False,
+        **sampling(params or ModelParams(), "max_output_tokens"),
     }
     if request.tools:  # a judge call has none; an empty list is not sent
         body["tools"] = [
@@ -103,9 +113,10 @@ class OpenAIResponsesAgent:
     model: str
     policy: RetryPolicy
     limiter: Limiter | None = None
+    params: ModelParams = field(default_factory=ModelParams)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        body = build_request(request, self.model)
+        body = build_request(request, self.model, self.params)
 
         async def attempt() -> Answer[ChatResponse]:
             raw = await self.client.responses.with_raw_response.create(**body)
@@ -113,4 +124,5 @@ class OpenAIResponsesAgent:
             return Answer(reply, raw.headers, reply.usage.input_tokens + reply.usage.output_tokens)
 
         sent = await call_limited(attempt, self.policy, KEY_ENV, self.limiter)
-        return sent.value.model_copy(update={"retries": sent.retries, "wait_ms": sent.wait_ms})
+        said = {"retries": sent.retries, "wait_ms": sent.wait_ms, "params": self.params}
+        return sent.value.model_copy(update=said)

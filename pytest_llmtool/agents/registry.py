@@ -18,6 +18,7 @@ from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.agents.ratelimit import Limiter, identity, shown_url
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
+from pytest_llmtool.records import ModelParams
 
 if TYPE_CHECKING:
     import anthropic
@@ -161,6 +162,7 @@ class ProviderModel:
     prompt_cache: bool
     record: CallStore | None = None
     replay: CallStore | None = None
+    params: ModelParams = field(default_factory=ModelParams)
 
     @property
     def name(self) -> str:
@@ -180,15 +182,16 @@ class ProviderModel:
                 self.policy,
                 self.prompt_cache,
                 self.pool.limiter("anthropic"),
+                self.params,
             )
         limiter = self.pool.limiter("openai")
         if self.ref.provider == "openai":
             from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
 
-            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy, limiter)
+            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy, limiter, self.params)
         from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
 
-        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy, limiter)
+        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy, limiter, self.params)
 
     def create(self, task: Work, trial: int = 0) -> Agent:
         target = f"{self.ref.provider}:{self.ref.model_id}"
@@ -223,9 +226,11 @@ def build_model(
     prompt_cache: bool,
     record: CallStore | None,
     replay: CallStore | None,
+    params: ModelParams | None = None,
 ) -> ModelSpec:
     if ref.provider == "offline":
         return OracleModel() if ref.name == "oracle" else NopModel()
     if ref.provider == "external":
         return ExternalModel(ref.name)
-    return ProviderModel(ref, price, pool, policy, prompt_cache, record, replay)
+    given = params or ModelParams()
+    return ProviderModel(ref, price, pool, policy, prompt_cache, record, replay, given)

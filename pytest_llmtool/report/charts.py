@@ -134,7 +134,20 @@ def _agent_model(agent: str) -> str:
     return agent.split(":", 1)[-1]
 
 
-Draw = Callable[[EvalReport, _Palette], "Figure | None"]
+# A chart and what it counts (`n = 51 bash task runs`), said in its title.
+Drawn = tuple["Figure", str]
+Draw = Callable[[EvalReport, _Palette], "Drawn | None"]
+
+
+def _n(count: int, noun: str) -> str:
+    return f"n = {count:,} {noun}"
+
+
+def _n_each(counts: Iterable[int], noun: str) -> str:
+    """`n = 5 tasks each`, or `n = 3-5 tasks each` when the series differ."""
+    low, high = min(counts), max(counts)
+    shown = f"{low:,}" if low == high else f"{low:,}\u2013{high:,}"
+    return f"n = {shown} {noun} each"
 
 
 def _render(
@@ -167,9 +180,11 @@ def _render(
     ):
         # A name in a script DejaVu Sans lacks (CJK): the browser draws it with its own fonts.
         warnings.filterwarnings("ignore", "Glyph .* missing from", UserWarning)
-        figure = draw(report, palette)
-        if figure is None:
+        drawn = draw(report, palette)
+        if drawn is None:
             return None
+        figure, counted = drawn
+        title = f"{title} ({counted})"
         figure.suptitle(title, fontsize=11)
         out = io.StringIO()
         figure.savefig(out, format="svg", metadata={"Date": None})
@@ -277,6 +292,12 @@ def _grouped_bars(
     return figure
 
 
+def _task_traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
+    """(model, trace) of every bash result, decoded as read."""
+    for r in report.results:
+        yield r.model, r.trace
+
+
 def _traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
     """(model, trace) of every bash result and every scenario that has a trace, one at a
     time: the results are decoded as they are read (`report/store.py`)."""
@@ -287,26 +308,34 @@ def _traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
             yield s.model, s.trace
 
 
-def _pass_rate_by_category(report: EvalReport, palette: _Palette) -> Figure | None:
+def _pass_rate_by_category(report: EvalReport, palette: _Palette) -> Drawn | None:
     """Where each model fails: bash pass rate by category, with the 95% interval."""
-    cells = {
-        (category, model): (c.passed / c.tasks, c.pass_rate_ci)
+    counted = [
+        (category, model, c)
         for model, summary in report.by_model.items()
         for category, c in summary.by_category.items()
         if c.tasks
+    ]
+    if not counted:
+        return None
+    cells = {
+        (category, model): (c.passed / c.tasks, c.pass_rate_ci) for category, model, c in counted
     }
-    return _grouped_bars(cells, palette, "tasks passed (%), 95% interval") if cells else None
+    figure = _grouped_bars(cells, palette, "tasks passed (%), 95% interval")
+    return figure, _n(sum(c.tasks for _, _, c in counted), "bash task runs")
 
 
-def _context_growth(report: EvalReport, palette: _Palette) -> Figure | None:
+def _context_growth(report: EvalReport, palette: _Palette) -> Drawn | None:
     """How fast the prompt grows call by call: what makes long tasks expensive. Later call
     numbers average over fewer (the longer) tasks. Runs without token counts (offline
     models report 0 for every call) are left out rather than averaged in as zeros."""
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
     tokens: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    runs = 0
     for model, trace in _traces(report):
         if any(call.input_tokens for call in trace.llm_calls):
+            runs += 1
             for call in trace.llm_calls:
                 tokens[model][call.call_number].append(call.input_tokens)
     if not tokens:
@@ -325,12 +354,16 @@ def _context_growth(report: EvalReport, palette: _Palette) -> Figure | None:
     ax.set(xlabel="model call within a task", ylabel="mean input tokens")
     ax.grid(True)
     _legend(ax, handles, [label(m) for m in models])
-    return figure
+    return figure, _n(runs, "runs with token counts")
 
 
-def _cost_vs_pass_rate(report: EvalReport, palette: _Palette) -> Figure | None:
+def _cost_vs_pass_rate(report: EvalReport, palette: _Palette) -> Drawn | None:
     """What a model's pass rate costs: one point per model and kind, cost per task run
     (judge calls included) against pass rate with its interval."""
+    runs = sum(s.total_tasks for s in report.by_model.values() if s.total_cost_usd is not None)
+    runs += sum(
+        s.scenarios for s in report.scenario_summary.values() if s.usage.cost_usd is not None
+    )
     points: list[tuple[str, str, float, float, Interval | None]] = [
         (model, "bash tasks", s.total_cost_usd / s.total_tasks, s.pass_rate, s.pass_rate_ci)
         for model, s in report.by_model.items()
@@ -370,10 +403,10 @@ def _cost_vs_pass_rate(report: EvalReport, palette: _Palette) -> Figure | None:
     ax.set(xlabel="cost per task run (USD)", ylabel="passed (%), 95% interval")
     ax.grid(True)
     _legend(ax, handles, names)
-    return figure
+    return figure, _n(runs, "priced runs")
 
 
-def _pass_at_k(report: EvalReport, palette: _Palette) -> Figure | None:
+def _pass_at_k(report: EvalReport, palette: _Palette) -> Drawn | None:
     """How much repeated attempts help: pass@k against k, per model (line style per kind)."""
     kinds = sorted(report.trials)
     series = [
@@ -408,10 +441,10 @@ def _pass_at_k(report: EvalReport, palette: _Palette) -> Figure | None:
     ax.set(xlabel="k (attempts per task)", ylabel="pass@k (%), 95% interval")
     ax.grid(True)
     _legend(ax, handles, names)
-    return figure
+    return figure, _n_each([s.tasks for _, _, s in series], "tasks")
 
 
-def _speedups(report: EvalReport, palette: _Palette) -> Figure | None:
+def _speedups(report: EvalReport, palette: _Palette) -> Drawn | None:
     """Did the agents make the code faster: the typical speedup per agent against 1x
     (unchanged), on a log scale once the values span a factor of 4 (a speedup is a ratio).
     With an interval the point is its estimate, the geometric mean over tasks (`log-t`,
@@ -449,7 +482,7 @@ def _speedups(report: EvalReport, palette: _Palette) -> Figure | None:
     ax.set_ylim(len(shown) - 0.5, -0.5)
     ax.set_xlabel("mean speedup over the untouched code, 95% interval (dashed: 1x)")
     ax.grid(True, axis="x")
-    return figure
+    return figure, _n_each([by_agent[a].tasks for a, _, _ in shown], "tasks")
 
 
 def _horizontal() -> dict[str, Any]:
@@ -462,13 +495,15 @@ def _horizontal() -> dict[str, Any]:
     return {"vert": False}
 
 
-def _turns_per_task(report: EvalReport, palette: _Palette) -> Figure | None:
-    """How much each model works per task: the spread of tool calls per task (a box per
-    model; whiskers reach the extremes, so the chart's size does not grow with the tasks)."""
+def _turns_per_task(report: EvalReport, palette: _Palette) -> Drawn | None:
+    """How much each model works per bash task: the spread of tool calls per task (a box per
+    model; whiskers reach the extremes, so the chart's size does not grow with the tasks).
+    Bash tasks only: a scenario's commands are another measure, counted in its own
+    interaction metrics."""
     from matplotlib.ticker import MaxNLocator
 
     counts: dict[str, list[int]] = defaultdict(list)
-    for model, trace in _traces(report):
+    for model, trace in _task_traces(report):
         counts[model].append(trace.tool_call_count)
     if not any(any(c) for c in counts.values()):
         return None
@@ -494,16 +529,18 @@ def _turns_per_task(report: EvalReport, palette: _Palette) -> Figure | None:
         "tool calls per task (box: quartiles and median, triangle: mean, whiskers: range)"
     )
     ax.grid(True, axis="x")
-    return figure
+    return figure, _n(sum(len(c) for c in counts.values()), "bash task runs")
 
 
-def _scenario_gates(report: EvalReport, palette: _Palette) -> Figure | None:
+def _scenario_gates(report: EvalReport, palette: _Palette) -> Drawn | None:
     """How close the models come on scenarios: the share of gates passed, by guidance
     document when the run had some (the interval is over scenarios, attempts clustered)."""
     guided = any(s.guidance for s in report.scenarios)
     gates: dict[tuple[str, str], dict[str, list[tuple[float, float]]]]
     gates = defaultdict(lambda: defaultdict(list))
+    runs = 0
     for s in report.scenarios:
+        runs += 1 if s.evaluation.gates_total else 0
         group = (s.guidance or "") if guided else "all scenarios"
         ev = s.evaluation
         gates[group, s.model][attempt_of(s)].append((ev.gates_passed, ev.gates_total))
@@ -516,7 +553,8 @@ def _scenario_gates(report: EvalReport, palette: _Palette) -> Figure | None:
     if not cells:
         return None
     by = "guidance document" if guided else ""
-    return _grouped_bars(cells, palette, "gates passed (%), 95% interval", by)
+    figure = _grouped_bars(cells, palette, "gates passed (%), 95% interval", by)
+    return figure, _n(runs, "scenario runs with gates")
 
 
 _CHARTS: tuple[tuple[str, str, Draw], ...] = (
@@ -525,6 +563,6 @@ _CHARTS: tuple[tuple[str, str, Draw], ...] = (
     ("cost_vs_pass_rate", "Cost per task against pass rate", _cost_vs_pass_rate),
     ("pass_at_k", "pass@k over repeated attempts", _pass_at_k),
     ("speedups", "Optimization: mean speedup per agent", _speedups),
-    ("turns_per_task", "Tool calls per task", _turns_per_task),
+    ("turns_per_task", "Tool calls per bash task", _turns_per_task),
     ("scenario_gates", "Scenario gates passed", _scenario_gates),
 )

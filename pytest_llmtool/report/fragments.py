@@ -10,6 +10,7 @@ browser opens; `report.json` keeps every byte.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterable, Sequence
 
 from pytest_llmtool.records import (
@@ -17,6 +18,8 @@ from pytest_llmtool.records import (
     GateResult,
     JudgeResponse,
     LLMCallMetrics,
+    ModelParams,
+    ModelSetup,
     ScoreResult,
     TextBlock,
     ToolCallResult,
@@ -51,6 +54,49 @@ def fold(summary: str, body: str, *, section: str = "", is_open: bool = False) -
     data = f' data-section="{esc(section)}"' if section else ""
     opened = " open" if is_open else ""
     return f'<details class="llm-fold"{data}{opened}><summary>{summary}</summary>{body}</details>'
+
+
+def open_section(sections: str, section: str) -> str:
+    """`sections` with the fold of `section` open. Only our markup can hold the fold's tag:
+    text from a model or a tool is escaped, so its `<` never starts one."""
+    closed = f'<details class="llm-fold" data-section="{esc(section)}">'
+    return sections.replace(closed, closed[:-1] + " open>", 1)
+
+
+def params_text(params: ModelParams) -> str:
+    """`temperature 0.3, max tokens 4096`; the provider's default where none was sent."""
+    temperature = "default" if params.temperature is None else f"{params.temperature:g}"
+    tokens = "default" if params.max_tokens is None else str(params.max_tokens)
+    return f"temperature {temperature}, max tokens {tokens}"
+
+
+def setup_anchor(key: str) -> str:
+    return f"llm-setup-{esc(key)}"
+
+
+def setup_line(trace: AgentTrace) -> str:
+    """An item's one line on what its model was given, linking to the run's copy of it."""
+    given = trace.given
+    if trace.setup is None or given is None:
+        return ""
+    tools = ", ".join(t.name for t in given.tools) or "none"
+    said = f"system prompt {size(given.system)}, tools: {tools}; {params_text(given.params)}"
+    link = f'<a href="#{setup_anchor(trace.setup)}">setup {esc(trace.setup)}</a>'
+    return f'<p class="llm-setup-line">Model given: {link}: {esc(said)}</p>'
+
+
+def setup(key: str, given: ModelSetup) -> str:
+    """One setup of the run in full: the parameters, the system prompt, each tool."""
+    tools = "".join(
+        f"<p><b>{esc(t.name)}</b></p>{pre(t.description)}"
+        f"{pre(json.dumps(t.input_schema, indent=2, ensure_ascii=False))}"
+        for t in given.tools
+    )
+    body = (
+        f"<p>{esc(params_text(given.params))}</p><p><b>System prompt</b></p>{pre(given.system)}"
+        f"<p><b>Tools</b> ({len(given.tools)})</p>{tools}"
+    )
+    return f'<div class="llm-setup" id="{setup_anchor(key)}"><h3>Setup {esc(key)}</h3>{body}</div>'
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, marks: bool = False) -> str:

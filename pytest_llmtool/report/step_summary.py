@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 ENV = "GITHUB_STEP_SUMMARY"
 
 
-def banner_lines(report: EvalReport) -> list[str]:
-    """Per model: items passed of those scored, the pass rate with its 95% interval (over
-    tasks), and the errors, which no rate counts."""
+def model_verdicts(report: EvalReport) -> list[tuple[str, str, str, int]]:
+    """Per model: (model, items passed of those scored, the pass rate with its 95% interval
+    over tasks, errors), the errors apart since no rate counts them."""
     attempts: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for results in (report.results, report.scenarios, report.optimization_results):
         for result in results:
@@ -38,14 +38,16 @@ def banner_lines(report: EvalReport) -> list[str]:
     for model in sorted({*attempts, *errors}):
         outcomes = [p for task in attempts[model].values() for p in task]
         interval = intervals.pass_rate(attempts[model])
-        rows.append(
-            [
-                model,
-                f"{sum(outcomes)}/{len(outcomes)}",
-                intervals.show(interval) if interval else "-",
-                str(errors[model]),
-            ]
-        )
+        shown = intervals.show(interval) if interval else "-"
+        rows.append((model, f"{sum(outcomes)}/{len(outcomes)}", shown, errors[model]))
+    return rows
+
+
+def banner_lines(report: EvalReport) -> list[str]:
+    """The verdict banner in Markdown: the exit status, then `model_verdicts` as a table."""
+    rows = [
+        [model, passed, rate, str(errors)] for model, passed, rate, errors in model_verdicts(report)
+    ]
     status = report.metadata.exit_status
     head = f"**Exit status {status}**" + (" (all passed)" if status == 0 else "")
     return [head, "", *table(["Model", "Passed", "Pass rate [95% CI]", "Errors"], rows), ""]

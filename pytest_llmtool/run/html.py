@@ -1,4 +1,5 @@
-"""The pytest-html report: our columns, each item's sections, and the run summary with charts.
+"""The pytest-html report: our columns, each item's sections, the verdict and task x model
+matrix on top (`triage.py`), and the run's tables, setups and charts below the results.
 
 Registered only when pytest-html is installed and `--html` is given (`plugin.py`); the plugin
 never needs it. The part that reads an item's result (`HtmlItems`) runs where the item ran,
@@ -20,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from markdown_it import MarkdownIt
 
+from pytest_llmtool.history.gate import GATE_KEY
+from pytest_llmtool.records import AgentTrace
 from pytest_llmtool.report import charts as charting
-from pytest_llmtool.report.fragments import esc
+from pytest_llmtool.report import fragments, triage
+from pytest_llmtool.report.fragments import esc, fold, open_section
 from pytest_llmtool.report.markdown import metadata_lines, summary_lines
 from pytest_llmtool.run.items import BadInputItem, LlmFile, LlmItem
 
@@ -66,6 +70,44 @@ STYLE = """<style>
 .llm-call.llm-error { border-left-color: #b00020; }
 .llm-turn { margin: 4px 0; }
 .llm-cut { color: #777; font-style: italic; }
+/* The order of the page (no script: CSS): the verdict, the matrix, the results, then the
+   run's tables and charts, then pytest-html's Environment box. */
+body { display: flex; flex-direction: column; }
+.summary { display: contents; }
+.summary__data, .summary__reload, .summary__spacer { flex: none; }
+.summary__data > h2 { display: none; }
+#results-table { order: 1; }
+.additional-summary.postfix { order: 2; }
+#environment-header, #environment { order: 3; }
+#environment { align-self: flex-start; }
+footer { order: 4; }
+.llm-banner { border: 2px solid #ccc; border-radius: 4px; padding: 6px 10px; margin: 6px 0;
+  color: #222; width: fit-content; }
+.llm-banner table { border-collapse: collapse; }
+.llm-banner th, .llm-banner td { border: 1px solid #ccc; padding: 2px 8px; font-size: 13px; }
+.llm-partial { color: #b00020; font-weight: bold; font-size: 15px; margin: 2px 0 6px; }
+.llm-gate { font-size: 14px; margin: 6px 0 2px; }
+.llm-triage { color: #222; }
+.llm-triage h2 { font-size: 16px; margin: 10px 0 2px; }
+.llm-triage p { margin: 2px 0; }
+.llm-filter { display: flex; flex-wrap: wrap; gap: 4px 8px; margin: 4px 0; }
+.llm-filter fieldset { border: 1px solid #ccc; padding: 1px 6px; margin: 0; }
+.llm-filter legend { font-weight: bold; font-size: 11px; }
+.llm-filter label { margin-right: 6px; white-space: nowrap; }
+.llm-matrix-box { max-height: 38vh; overflow: auto; border: 1px solid #ccc;
+  counter-reset: llmrows; }
+.llm-matrix { border-collapse: collapse; font-size: 12px; }
+.llm-matrix th, .llm-matrix td { border: 1px solid #e0e0e0; padding: 1px 6px; text-align: left;
+  white-space: nowrap; }
+.llm-matrix thead th { position: sticky; top: 0; background: #f0f0f0; }
+.llm-matrix tbody th { font-weight: normal; max-width: 40em; overflow: hidden;
+  text-overflow: ellipsis; }
+.llm-matrix tr.llm-row { counter-increment: llmrows; }
+.llm-matrix-count::after { content: counter(llmrows) " tasks shown"; color: #777; }
+.llm-matrix td.llm-pass a { color: #0a6e0a; }
+.llm-matrix td.llm-fail a, .llm-matrix td.llm-error a { color: #b00020; font-weight: bold; }
+.llm-matrix tr.llm-split th { font-weight: bold; }
+.llmtool-more > details > summary { font-size: 15px; padding: 4px 0; }
 </style>"""
 
 
@@ -130,6 +172,11 @@ class HtmlItems:
                 row.update(item.kind.columns(result)._asdict())
             if report.when == "call" and result is not None and _nameable(report.nodeid):
                 sections = "".join(item.kind.html_details(result))
+                trace = getattr(result, "trace", None)
+                if isinstance(trace, AgentTrace):
+                    sections = fragments.setup_line(trace) + sections
+                if not result.passed:  # what the agent did is what a failure is read for
+                    sections = open_section(sections, "conversation")
                 extra = {"name": "llmtool", "format_type": "html", "extension": "html"}
                 extra |= {"content": f'<div class="llmtool-item">{sections}</div>'}
                 extras = [*getattr(report, "extras", []), {**extra, "mime_type": None}]
@@ -168,7 +215,9 @@ class HtmlReport:
     ) -> None:
         self.controller.finish(session)
         if self.controller.report is not None:
-            prefix.append(summary_html(self.controller))
+            top, rest = summary_html(self.controller)
+            prefix.append(top)
+            postfix.append(rest)
 
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -188,21 +237,44 @@ def _fold_lists(rendered: str) -> str:
     return _LONG_LIST.sub(fold, rendered)
 
 
-def summary_html(controller: Controller) -> str:
-    """The run's metadata, the charts, then `report.md`'s summary sections."""
+def _gate_line(controller: Controller) -> str | None:
+    """The gate's verdict, as the terminal says it; None without a gate."""
+    gate = controller.config.stash.get(GATE_KEY, None)
+    if gate is None or gate.reason is None:
+        return None
+    return f"Gate: {gate.reason} (exit status {gate.status})"
+
+
+def summary_html(controller: Controller) -> tuple[str, str]:
+    """Above the results: the verdict banner and the task x model matrix with its filter.
+    Below the results (the page's CSS puts them there), folded: the run's metadata and
+    `report.md`'s summary tables, what the models were given, and the charts."""
     report = controller.report
     assert report is not None
-    parts = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']
-    parts.append(_MARKDOWN.render("\n".join(metadata_lines(report.metadata))))
+    top = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']
+    top.append(triage.banner(report, _gate_line(controller)))
+    top.append(triage.matrix(report, controller.kinds))
+    top.append("</div>")
+
+    tables = _MARKDOWN.render("\n".join(metadata_lines(report.metadata)))
+    tables += _fold_lists(_MARKDOWN.render("\n".join(summary_lines(report, controller.kinds))))
+    rest = ['<div class="llmtool-summary llmtool-more">']
+    rest.append(fold("Run tables", tables, section="tables"))
+    if report.setups:
+        given = "".join(fragments.setup(key, s) for key, s in report.setups.items())
+        said = f"What the models were given ({len(report.setups)} distinct setups)"
+        rest.append(fold(said, given, section="setups"))
     drawn, failed = charting.charts_or_reason(report)
-    if failed:
-        parts.append(f"<p>{esc(failed)}</p>")
+    charts = f"<p>{esc(failed)}</p>" if failed else ""
     if drawn:
         figures = "".join(
             f'<figure class="llmtool-chart" data-chart="{c.name}">{c.svg}</figure>' for c in drawn
         )
-        parts.append(f'<div class="llmtool-charts">{figures}</div>')
+        charts += f'<div class="llmtool-charts">{figures}</div>'
     elif not charting.available():
-        parts.append('<p>Charts need matplotlib: pip install "pytest-llmtool[charts]"</p>')
-    parts.append(_fold_lists(_MARKDOWN.render("\n".join(summary_lines(report, controller.kinds)))))
-    return "".join(parts) + "</div>"
+        charts += '<p>Charts need matplotlib: pip install "pytest-llmtool[charts]"</p>'
+    if charts:
+        count = f"Charts ({len(drawn)})" if drawn else "Charts"
+        rest.append(fold(count, charts, section="charts"))
+    rest.append("</div>")
+    return "".join(top), "".join(rest)

@@ -29,10 +29,10 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.records import ItemResult
+from pytest_llmtool.records import ItemResult, ModelSetup
 from pytest_llmtool.run.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
 from pytest_llmtool.run.journal import run_identity as current_identity
-from pytest_llmtool.run.roles import KINDS_KEY, Controller, record_fingerprint
+from pytest_llmtool.run.roles import KINDS_KEY, SETUP_ENTRY, Controller, record_fingerprint
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.settings import Settings
 
@@ -58,6 +58,8 @@ class Finished:
     results: dict[str, tuple[JournalEntry, ItemResult]]
     # Entries of a kind no plugin provides now: their items cannot be collected.
     orphans: tuple[str, ...] = ()
+    # What the models were given, by key (`ModelSetup`), for the results to name.
+    setups: tuple[tuple[JournalEntry, ModelSetup], ...] = ()
 
 
 def source(config: pytest.Config, settings: Settings) -> Path:
@@ -109,9 +111,19 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
     by_name = {kind.name: kind for kind in kinds}
     results: dict[str, tuple[JournalEntry, ItemResult]] = {}
     orphans: list[str] = []
+    setups: list[tuple[JournalEntry, ModelSetup]] = []
     for entry in journal.entries:
         kind = by_name.get(entry.type)
         if entry.type == "error":
+            continue
+        if entry.type == SETUP_ENTRY:
+            try:
+                setups.append((entry, ModelSetup.model_validate(entry.data)))
+            except ValidationError as exc:
+                raise pytest.UsageError(
+                    f"--llm-resume: {path}: setup {entry.nodeid} is not a model setup: "
+                    f"{exc.errors()[0]['msg']}"
+                ) from None
             continue
         if kind is None:
             orphans.append(entry.nodeid)
@@ -129,7 +141,7 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
                 f"{cost!r}; costs are finite numbers >= 0"
             )
         results[entry.nodeid] = (entry, result)
-    return Finished(path, started, results, tuple(orphans))
+    return Finished(path, started, results, tuple(orphans), tuple(setups))
 
 
 def _calls(result: ItemResult) -> list[Any]:
@@ -228,7 +240,7 @@ class Resume:
             *self.finished.orphans,
         ]
         self.resumed = [result for _, result in kept]
-        self.controller.resume(kept, self.finished.started)
+        self.controller.resume(kept, self.finished.started, self.finished.setups)
         prior = sum(spent(result) for result in self.resumed)
         if prior:
             self.config.stash[STATE_KEY].budget.add(prior)

@@ -26,7 +26,15 @@ from pydantic import BaseModel
 import pytest_llmtool
 from pytest_llmtool.history.gate import GATE_KEY
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult, ModelInfo, RunMetadata
+from pytest_llmtool.records import (
+    AgentTrace,
+    ErrorRecord,
+    EvalReport,
+    ItemResult,
+    ModelInfo,
+    ModelSetup,
+    RunMetadata,
+)
 from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor, redact_report
 from pytest_llmtool.report.store import ResultStore
@@ -46,6 +54,8 @@ WRITERS_KEY = pytest.StashKey[list[Writer]]()
 # The selected dataset's fingerprint (kind -> digest), as the process that collects found it.
 FINGERPRINT_KEY = pytest.StashKey[dict[str, str]]()
 FINGERPRINT_OUTPUT = "llmtool_fingerprint"
+# A journal entry holding a `ModelSetup` (its node id is the setup's key), not a result.
+SETUP_ENTRY = "setup"
 
 
 def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
@@ -110,6 +120,18 @@ class Runner:
 
     def __init__(self) -> None:
         self._positions: dict[str, int] | None = None
+        # The setups this process has sent to the controller: each goes once.
+        self._sent: set[str] = set()
+
+    def _new_setup(self, result: ItemResult) -> tuple[str, str] | None:
+        """The item's setup (key, JSON) when this process has not sent it yet."""
+        trace = getattr(result, "trace", None)
+        if not isinstance(trace, AgentTrace) or trace.given is None or trace.setup is None:
+            return None
+        if trace.setup in self._sent:
+            return None
+        self._sent.add(trace.setup)
+        return trace.setup, trace.given.model_dump_json()
 
     @pytest.hookimpl(trylast=True)  # after -k, -m and --lf have deselected theirs
     def pytest_collection_modifyitems(
@@ -155,7 +177,11 @@ class Runner:
             elif report.when == "call":
                 # As JSON text: one string to send and keep, not thousands of small objects.
                 data = item.result.model_dump_json()
-                setattr(report, RESULT_ATTR, {"kind": item.kind.name, "data": data})
+                carried = {"kind": item.kind.name, "data": data}
+                setup = self._new_setup(item.result)
+                if setup is not None:
+                    carried |= {"setup_key": setup[0], "setup": setup[1]}
+                setattr(report, RESULT_ATTR, carried)
                 item.result = None  # the report now carries it
         failed_setup = report.when == "setup" and report.failed
         if failed_setup and isinstance(item, LlmItem | BadInputItem):
@@ -188,6 +214,8 @@ class Controller:
             kind.name: ResultStore(kind.result_type) for kind in self.kinds
         }
         self.errors: list[ErrorRecord] = []
+        # What the models were given, each distinct setup once (`EvalReport.setups`).
+        self.setups: dict[str, ModelSetup] = {}
         self.started = dt.datetime.now(dt.UTC)
         self.clock = time.monotonic()
         # Items of this session that finished (one teardown report each), and those resumed.
@@ -222,15 +250,22 @@ class Controller:
                 return
         self.journal.append_json(kind, nodeid, data)
 
-    def resume(self, finished: list[tuple[JournalEntry, ItemResult]], started: dt.datetime) -> None:
+    def resume(
+        self,
+        finished: list[tuple[JournalEntry, ItemResult]],
+        started: dt.datetime,
+        setups: Sequence[tuple[JournalEntry, ModelSetup]] = (),
+    ) -> None:
         """`--llm-resume`: an earlier run's finished results become this run's, from the
-        time it started, and the new journal starts with them at once, so that it again
-        holds every finished item when this run is stopped too."""
+        time it started, and the new journal starts with them at once (and the setups they
+        name), so that it again holds every finished item when this run is stopped too."""
         self.started = started
         self.resumed = len(finished)
         for entry, result in finished:
             self.results[entry.type].append(result)
-        self._open_journal([entry for entry, _ in finished])
+        for entry, setup in setups:
+            self.setups[entry.nodeid] = setup
+        self._open_journal([*(entry for entry, _ in setups), *(entry for entry, _ in finished)])
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -242,6 +277,10 @@ class Controller:
             self.ran += 1
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
+            key, setup = carried.get("setup_key"), carried.get("setup")
+            if isinstance(key, str) and isinstance(setup, str) and key not in self.setups:
+                self.setups[key] = ModelSetup.model_validate_json(setup)
+                self._record(SETUP_ENTRY, key, setup)
             self.results[carried["kind"]].append_json(carried["data"])
             self._record(carried["kind"], report.nodeid, carried["data"])
         error = getattr(report, ERROR_ATTR, None)
@@ -336,6 +375,7 @@ class Controller:
             **{k: v for k, v in fields.items() if k not in stored},
         )
         report.partial = report.metadata.partial_line()
+        report.setups = dict(sorted(self.setups.items()))
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.

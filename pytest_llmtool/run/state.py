@@ -75,6 +75,7 @@ class RunState:
                 else None
             ),
             replay=CallStore(settings.replay_dir) if settings.replay_dir else None,
+            params=settings.params,
         )
 
     def judge_named(self, name: str | None) -> ModelSpec | None:

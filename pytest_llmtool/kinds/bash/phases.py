@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
 from pytest_llmtool.agents.loop import metered_chat
-from pytest_llmtool.records import AgentTrace, GenerateMetrics, Message, TaskScore, TextBlock
+from pytest_llmtool.records import (
+    AgentTrace,
+    GenerateMetrics,
+    Message,
+    ModelParams,
+    ModelSetup,
+    TaskScore,
+    TextBlock,
+)
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import VfsSandbox
 
@@ -121,6 +129,8 @@ async def generate(
     generate_ms = (time.perf_counter() - started) * 1000
     trace.messages.append(response.message)
     trace.llm_calls.append(call)
+    given = ModelSetup(system=request.system, params=response.params or ModelParams())
+    trace.record_setup(given)
     trace.turns, trace.natural_stop = 1, True
     trace.total_input_tokens, trace.total_output_tokens = call.input_tokens, call.output_tokens
     script, extracted = extract_script(response.message.text())

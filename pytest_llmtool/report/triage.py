@@ -1,0 +1,226 @@
+"""The top of the HTML report: how the run went, and every task against every model.
+
+`banner` says per model how many items passed of those scored, with the 95% interval over
+tasks, the gate's verdict, and PARTIAL first when not every item ran. `matrix` has a row per
+task (its node id without the model's bracket) and a column per model, or model and variant
+(a guidance document, a tool mode); each cell links to the item's row in the results table,
+and rows where the columns disagree come first.
+
+The filter above the matrix is CSS only (radio buttons read by `:has()` rules): the page runs
+no script but pytest-html's own. It narrows the matrix by category, by what each column did
+and to the tasks where models disagree. It leaves the results table alone: a rule reaching
+into each of its rows tripled the style work of a 5,000-row page (pytest-html's outcome boxes
+filter it, and each matrix cell links to its row). The rules name a category only by its
+digest (`tag`), so no text of a task reaches a style sheet; every value shown is escaped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pytest_llmtool.records import EvalReport
+from pytest_llmtool.report.fragments import esc
+from pytest_llmtool.report.step_summary import model_verdicts
+from pytest_llmtool.stats.outcomes import Outcome, outcomes, task_of
+
+if TYPE_CHECKING:
+    from pytest_llmtool.kinds import Kind
+
+
+def tag(value: str) -> str:
+    """A CSS-safe name for a category: a digest, never the text."""
+    return "t" + hashlib.sha1(value.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+NO_MODEL = "(no model)"  # an input error (a bad task line) belongs to no model
+NO_CATEGORY = "(none)"
+
+
+def banner(report: EvalReport, gate_line: str | None) -> str:
+    """Per model: passed of scored, the pass rate with its interval, errors; then the gate's
+    verdict (or the exit status), with PARTIAL said first."""
+    parts = ['<div class="llm-banner">']
+    if report.partial:
+        parts.append(f'<p class="llm-partial">{esc(report.partial)}</p>')
+    rows = "".join(
+        f"<tr><td>{esc(model or NO_MODEL)}</td><td>{esc(passed)}</td><td>{esc(rate)}</td>"
+        f"<td>{errors}</td></tr>"
+        for model, passed, rate, errors in model_verdicts(report)
+    )
+    head = "<tr><th>Model</th><th>Passed</th><th>Pass rate [95% CI]</th><th>Errors</th></tr>"
+    parts.append(f'<table class="llm-verdicts"><thead>{head}</thead><tbody>{rows}</tbody></table>')
+    status = report.metadata.exit_status
+    said = gate_line or f"Exit status {status}" + (" (all passed)" if status == 0 else "")
+    verdict = "llm-pass" if status == 0 else "llm-fail"
+    parts.append(f'<p class="llm-gate {verdict}">{esc(said)}</p></div>')
+    return "".join(parts)
+
+
+@dataclass
+class Row:
+    """One task: its category and, per column, its attempts (node id, passed, score)."""
+
+    task: str
+    category: str
+    cells: dict[str, list[Outcome]] = field(default_factory=dict)
+
+
+def _split(outcome: Outcome) -> tuple[str, str]:
+    """(task, column): the node id without the trial suffix, cut at its last bracket."""
+    task = task_of(outcome.nodeid, outcome.trial)
+    at = task.rfind("[")
+    if at < 0 or not task.endswith("]"):
+        return task, outcome.model or NO_MODEL
+    return task[:at], task[at + 1 : -1]
+
+
+def _optimization(report: EvalReport) -> list[Outcome]:
+    return [
+        Outcome(
+            kind="optimization",
+            nodeid=r.nodeid,
+            task=task_of(r.nodeid, r.trial),
+            task_id=r.task_id,
+            model=r.model,
+            trial=r.trial,
+            category=r.category,
+            passed=r.passed,
+        )
+        for r in report.optimization_results
+    ]
+
+
+def rows_and_columns(
+    report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()
+) -> tuple[list[Row], list[str]]:
+    """The matrix's rows (disagreeing first, then those with a failure, then the rest; by
+    task within each) and its columns in the order first seen."""
+    rows: dict[str, Row] = {}
+    columns: dict[str, None] = {}
+    for outcome in [*outcomes(report, kinds), *_optimization(report)]:
+        task, column = _split(outcome)
+        row = rows.setdefault(task, Row(task, outcome.category or NO_CATEGORY))
+        row.cells.setdefault(column, []).append(outcome)
+        columns.setdefault(column)
+    return sorted(rows.values(), key=lambda r: (_rank(r), r.task)), list(columns)
+
+
+def state(attempts: Sequence[Outcome]) -> str:
+    """A cell's state: `pass` (every attempt passed), `error` (none was scored), `fail`."""
+    if all(a.passed for a in attempts):
+        return "pass"
+    if all(a.passed is None for a in attempts):
+        return "error"
+    return "fail"
+
+
+def _rank(row: Row) -> int:
+    states = {state(a) == "pass" for a in row.cells.values()}
+    if len(states) > 1:
+        return 0  # the models disagree
+    return 1 if False in states else 2
+
+
+def _cell(attempts: Sequence[Outcome] | None) -> str:
+    if not attempts:
+        return '<td class="llm-none">-</td>'
+    shown = state(attempts)
+    if len(attempts) == 1:
+        (one,) = attempts
+        text = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[shown]
+        if one.score is not None and one.max_score is not None:
+            text += f" {one.score:g}/{one.max_score:g}"
+    else:
+        text = f"{sum(1 for a in attempts if a.passed)}/{len(attempts)} passed"
+    # The first attempt that did not pass: the one worth reading.
+    target = next((a for a in attempts if not a.passed), attempts[0])
+    href = "#" + quote(target.nodeid, safe="")
+    return f'<td class="llm-{shown}"><a href="{esc(href)}">{esc(text)}</a></td>'
+
+
+def _radio(name: str, ident: str, label: str, checked: bool = False) -> str:
+    on = " checked" if checked else ""
+    return f'<label><input type="radio" name="{name}" id="{ident}"{on}>{esc(label)}</label>'
+
+
+def _fieldset(legend: str, choices: str) -> str:
+    return f"<fieldset><legend>{esc(legend)}</legend>{choices}</fieldset>"
+
+
+def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
+    """The filter, its rules and the task x model matrix; empty without results."""
+    rows, columns = rows_and_columns(report, kinds)
+    if not rows:
+        return ""
+    categories = sorted({r.category for r in rows})
+    hide = "{display: none}"
+    rules = [
+        f".llm-triage:has(#llm-show-split:checked) tr.llm-row:not(.llm-split) {hide}",
+        f".llm-triage:has(#llm-show-fail:checked) tr.llm-row:not(.llm-anyfail) {hide}",
+    ]
+    for value in categories:
+        t = tag(value)
+        rules.append(f".llm-triage:has(#llm-cat-{t}:checked) tr.llm-row:not(.{t}) {hide}")
+    for n, _ in enumerate(columns):
+        for what in ("pass", "fail"):
+            rules.append(
+                f".llm-triage:has(#llm-col{n}-{what}:checked) tr.llm-row:not(.{what[0]}{n}) {hide}"
+            )
+
+    show = _fieldset(
+        "Tasks",
+        _radio("llm-show", "llm-show-all", "all", True)
+        + _radio("llm-show", "llm-show-split", "models disagree")
+        + _radio("llm-show", "llm-show-fail", "a model failed"),
+    )
+    category = _fieldset(
+        "Category",
+        _radio("llm-cat", "llm-cat-all", "all", True)
+        + "".join(_radio("llm-cat", f"llm-cat-{tag(c)}", c) for c in categories),
+    )
+    per_column = "".join(
+        _fieldset(
+            column,
+            _radio(f"llm-col{n}", f"llm-col{n}-any", "any", True)
+            + _radio(f"llm-col{n}", f"llm-col{n}-pass", "passed")
+            + _radio(f"llm-col{n}", f"llm-col{n}-fail", "failed"),
+        )
+        for n, column in enumerate(columns)
+    )
+
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        present = {c: row.cells.get(c) for c in columns}
+        marks = [tag(row.category)]
+        passing = {state(a) == "pass" for a in present.values() if a}
+        if len(passing) > 1:
+            marks.append("llm-split")
+        if False in passing:
+            marks.append("llm-anyfail")
+        for n, attempts in enumerate(present.values()):
+            if attempts:
+                marks.append(f"p{n}" if state(attempts) == "pass" else f"f{n}")
+        cells = "".join(_cell(a) for a in present.values())
+        body.append(
+            f'<tr class="llm-row {" ".join(marks)}"><th>{esc(row.task)}</th>'
+            f"<td>{esc(row.category)}</td>{cells}</tr>"
+        )
+    split = sum(1 for r in rows if _rank(r) == 0)
+    table = (
+        f'<div class="llm-matrix-box"><table class="llm-matrix"><thead><tr><th>Task</th>'
+        f"<th>Category</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        '<p class="llm-matrix-count"></p></div>'
+    )
+    said = (
+        f"<h2>Tasks by model</h2><p>{len(rows)} tasks, {len(columns)} columns; "
+        f"{split} where they disagree, listed first. A cell opens its row below.</p>"
+    )
+    return (
+        f'<div class="llm-triage">{said}<div class="llm-filter">{show}{category}'
+        f"{per_column}</div><style>{chr(10).join(rules)}</style>{table}</div>"
+    )
