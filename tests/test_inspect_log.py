@@ -22,7 +22,12 @@ from helpers import SERVER_KEY, TASKS, scenario, write_dataset, write_scenario
 inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect-ai is not installed")
 
 from inspect_ai.log import EvalLog  # noqa: E402
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
+from inspect_ai.model import (  # noqa: E402
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+)
 
 from pytest_llmtool.records import (  # noqa: E402
     AgentTaskMetrics,
@@ -125,6 +130,7 @@ def test_bash_tasks_become_samples_with_messages_tool_calls_and_scores(
     assert alpha.target == ["exit_code:0", "file_exists:/out/b.txt", "stdout_contains:2"]
     roles = [type(m) for m in alpha.messages]
     assert roles == [
+        ChatMessageSystem,
         ChatMessageUser,
         ChatMessageAssistant,
         ChatMessageTool,
@@ -132,11 +138,11 @@ def test_bash_tasks_become_samples_with_messages_tool_calls_and_scores(
         ChatMessageTool,
         ChatMessageAssistant,
     ]
-    first_call = alpha.messages[1].tool_calls[0]
+    first_call = alpha.messages[2].tool_calls[0]
     assert first_call.function == "bash"
     assert first_call.arguments == {"commands": "mkdir -p /out && cp /in/a.txt /out/b.txt"}
-    answer = alpha.messages[4]
-    assert answer.tool_call_id == alpha.messages[3].tool_calls[0].id
+    answer = alpha.messages[5]
+    assert answer.tool_call_id == alpha.messages[4].tool_calls[0].id
     assert answer.function == "bash"
     assert "2" in answer.text
     assert alpha.output.completion == alpha.messages[-1].text
@@ -168,7 +174,11 @@ def test_bash_tasks_become_samples_with_messages_tool_calls_and_scores(
     nop = samples(logs[("bash", "offline/nop")])
     assert nop[("delta", 1)].scores["checks"].value == "C"
     # nop answers once, with no tool call: the turn it ends is the model's own stop.
-    assert [type(m) for m in nop[("beta", 2)].messages] == [ChatMessageUser, ChatMessageAssistant]
+    assert [type(m) for m in nop[("beta", 2)].messages] == [
+        ChatMessageSystem,
+        ChatMessageUser,
+        ChatMessageAssistant,
+    ]
 
 
 def test_a_partial_run_writes_what_it_has_as_cancelled(
@@ -212,7 +222,11 @@ def test_tokens_of_a_real_client_are_the_samples_model_usage(
     assert (usage.output_tokens, usage.total_tokens) == (47, 3_047)
     assert usage.total_cost is not None and usage.total_cost > 0
     assert log.stats.model_usage["anthropic/claude-haiku-4-5"].total_tokens == 3_047
-    [user, call, tool, reply] = beta.messages
+    [system, user, call, tool, reply] = beta.messages
+    # The system prompt leads, as the provider received it (from the run's recorded setups).
+    sent = server.requests[0].body["system"]
+    assert system.role == "system"
+    assert system.text == "".join(block["text"] for block in sent)
     assert user.text == TASKS[1]["prompt"]
     assert call.model == "anthropic/claude-haiku-4-5"
     assert call.tool_calls[0].arguments == {"commands": "echo hello"}

@@ -27,6 +27,7 @@ from pytest_llmtool.records import (
     EvalReport,
     ItemResult,
     LLMCallMetrics,
+    ModelSetup,
     OptimizationResult,
     ScenarioResult,
     TaskResult,
@@ -223,10 +224,18 @@ def _optimization(
 _TRACED = (TaskResult, ScenarioResult, OptimizationResult)
 
 
-def _result_sample(result: ItemResult, kind: str, model: str) -> EvalSample:
-    """One item of a built-in kind as an Inspect sample (`model`: its Inspect name)."""
+def _result_sample(
+    result: ItemResult, kind: str, model: str, setups: dict[str, ModelSetup]
+) -> EvalSample:
+    """One item of a built-in kind as an Inspect sample (`model`: its Inspect name); its
+    system prompt, from the run's recorded setups, leads the messages."""
     from inspect_ai.log import EvalSample, EvalSampleLimit
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
+    from inspect_ai.model import (
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        ChatMessageSystem,
+        ModelOutput,
+    )
 
     if isinstance(result, TaskResult):
         target, scores, metadata = _bash(result)
@@ -237,6 +246,9 @@ def _result_sample(result: ItemResult, kind: str, model: str) -> EvalSample:
         target, scores, metadata = _optimization(result)
     trace = result.trace if isinstance(result, _TRACED) else None
     messages = _messages(trace, model) if trace else []
+    setup = setups.get(trace.setup) if trace and trace.setup else None
+    if setup is not None and setup.system:
+        messages.insert(0, ChatMessageSystem(content=setup.system))
     replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
     stop: Literal["stop", "unknown"] = "stop" if trace and trace.natural_stop else "unknown"
     limit = None
@@ -344,7 +356,9 @@ class InspectLogWriter(Writer):
             results: Sequence[ItemResult] = getattr(report, field)
             for result in results:
                 log = logs.setdefault(result.model, _Log(kind, result.model))
-                sample = _result_sample(result, kind, names.get(result.model, result.model))
+                sample = _result_sample(
+                    result, kind, names.get(result.model, result.model), report.setups
+                )
                 log.add(sample_key(result.nodeid, result.model, result.trial), sample)
             for error in report.errors:
                 # A bad dataset line has no model: no model ran it.
