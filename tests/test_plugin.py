@@ -137,6 +137,7 @@ def test_report_json_carries_the_documented_fields(
         "diagnostics",
         "baseline",
         "partial",
+        "setups",
     }
     assert report["metadata"]["models"] == [
         {"name": "oracle", "provider": "offline", "model_id": "oracle"}

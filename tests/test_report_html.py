@@ -271,7 +271,7 @@ def test_banner_matrix_and_failed_rows_open(pytester: pytest.Pytester) -> None:
     assert 'class="llm-row t' in top and "llm-split" in top
 
     # The filter's rules name a category by its digest, never by its text.
-    assert f"#llm-cat-{tag('files')}:checked" in top and f".{tag('files')} " in top
+    assert f"#llm-cat-{tag('files')}:checked" in top and f":not(.{tag('files')})" in top
     alpha = tests["data.jsonl::alpha[nop]"][0]
 
     failed = alpha["extras"][0]["content"]

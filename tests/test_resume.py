@@ -62,6 +62,11 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
     return stripped
 
 
+def results_of(path: Path) -> list[JournalEntry]:
+    """A journal's result and error entries, without the setups they name."""
+    return [e for e in read_journal(path).entries if e.type != "setup"]
+
+
 def wait_for(what: str, condition: Any, log: Path) -> None:
     """Poll `condition` until it is truthy; fail (with the run's output) only if it never is."""
     deadline = time.monotonic() + WAIT_SECONDS
@@ -101,7 +106,7 @@ class Project:
 
     def journalled(self, directory: str = "out") -> list[str]:
         path = self.root / directory / "results.jsonl"
-        return [e.nodeid for e in read_journal(path).entries] if path.exists() else []
+        return [e.nodeid for e in results_of(path)] if path.exists() else []
 
     def started(self, name: str) -> bool:
         return (self.root / f"started.{name}").exists()
@@ -186,7 +191,7 @@ def test_a_resumed_run_stopped_again_resumes_again(project: Project) -> None:
     proc = project.run("--llm-report=out", "--llm-resume")
     wait_for("the slow items", lambda: all(project.started(n) for n in SLOW), project.log)
     journal = read_journal(project.root / "out" / "results.jsonl")
-    assert sorted(e.nodeid for e in journal.entries) == list(QUICK)
+    assert sorted(e.nodeid for e in journal.entries if e.type != "setup") == list(QUICK)
     assert "--llm-resume" in journal.header["args"]
     stop(proc, signal.SIGKILL)
     (project.root / "hold").unlink()
@@ -276,7 +281,7 @@ def test_journal_items_no_longer_collected_are_dropped_with_a_note(
     )
     assert result.ret == pytest.ExitCode.OK
     assert [r["task_id"] for r in read_report(pytester)["results"]] == ["alpha", "beta"]
-    assert len(read_journal(journal_of(pytester)).entries) == 2
+    assert len(results_of(journal_of(pytester))) == 2
 
 
 def test_resume_from_another_directory_and_from_the_cache(
@@ -286,7 +291,7 @@ def test_resume_from_another_directory_and_from_the_cache(
     result = pytester.runpytest("--llm-resume=first", "--llm-report=second")
     result.assert_outcomes(skipped=1, deselected=3)
     assert comparable(read_report(pytester, "second")) == comparable(read_report(pytester, "first"))
-    assert len(read_journal(journal_of(pytester, "second")).entries) == 3
+    assert len(results_of(journal_of(pytester, "second"))) == 3
     # Without --llm-report the journal is in pytest's cache, and so is the one resumed.
     pytester.runpytest("-k", "alpha").assert_outcomes(passed=1, deselected=3)
     result = pytester.runpytest("--llm-resume")
@@ -358,7 +363,8 @@ def test_the_budget_starts_from_the_spend_already_recorded(
     pytester.runpytest("--llm-report=out", "-k", "alpha").assert_outcomes(passed=1, deselected=3)
 
     def priced(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for call in lines[1]["data"]["trace"]["llm_calls"]:
+        # lines: the header, the setup, alpha
+        for call in lines[2]["data"]["trace"]["llm_calls"]:
             call["cost_usd"] = 0.25
         return lines
 
@@ -384,7 +390,7 @@ def test_a_journalled_cost_that_is_not_a_price_is_refused(
     pytester.runpytest("--llm-report=out", "-k", "alpha").assert_outcomes(passed=1, deselected=3)
 
     def priced(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        lines[1]["data"]["trace"]["llm_calls"][-1]["cost_usd"] = cost
+        lines[2]["data"]["trace"]["llm_calls"][-1]["cost_usd"] = cost
         return lines
 
     rewrite(journal_of(pytester), priced)
