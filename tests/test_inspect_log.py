@@ -504,7 +504,7 @@ def test_a_generate_task_keeps_its_script_run_beside_the_reply(pytester: pytest.
     pytester.runpytest("-p", "no:cacheprovider", "--llm-inspect-log=logs").assert_outcomes(passed=1)
     [log] = read_logs(pytester.path / "logs").values()
     [gen] = log.samples or []
-    assert [m.role for m in gen.messages] == ["user", "assistant"]
+    assert [m.role for m in gen.messages] == ["system", "user", "assistant"]
     assert gen.metadata["mode"] == "generate"
     assert gen.metadata["generate"]["script_found"] is True
     [run] = gen.metadata["script_runs"]
