@@ -24,7 +24,14 @@ import pytest
 import yaml
 from helpers import TASKS, write_dataset
 
-from pytest_llmtool.run.journal import JOURNAL_VERSION, JournalWriter, read_journal
+from pytest_llmtool.run.journal import (
+    JOURNAL_VERSION,
+    Journal,
+    JournalEntry,
+    JournalWriter,
+    read_journal,
+)
+from pytest_llmtool.run.roles import SETUP_ENTRY
 from pytest_llmtool.run.signals import TermAsInterrupt
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
@@ -32,6 +39,11 @@ linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason=
 FAST = ("a_fast", "b_fast")
 SLOW = ("c_slow", "d_slow")
 WAIT_SECONDS = 120.0  # a bound on waits for something that normally takes a second or two
+
+
+def results_of(journal: Journal) -> list[JournalEntry]:
+    """The journal's results: what the model was given (setup entries) is journalled too."""
+    return [e for e in journal.entries if e.type != SETUP_ENTRY]
 
 
 def wait_for(what: str, condition: Callable[[], Any], log: Path | None = None) -> Any:
@@ -107,7 +119,7 @@ class Project:
         """Node ids the journal holds so far."""
         if not self.journal.exists():
             return []
-        return [entry.nodeid for entry in read_journal(self.journal).entries]
+        return [entry.nodeid for entry in results_of(read_journal(self.journal))]
 
     def wait_until_busy(self, proc: subprocess.Popen[bytes]) -> None:
         """Until the fast items are journalled and both slow commands run (one of them
@@ -165,7 +177,7 @@ def assert_interrupted_with_fast_results(project: Project, proc: subprocess.Pope
     cases = ET.parse(project.root / "junit.xml").getroot().iter("testcase")
     assert sorted(case.get("name") for case in cases) == [f"{n}[oracle]" for n in FAST]
     journal = read_journal(project.journal)
-    assert sorted(e.nodeid for e in journal.entries) == [f"{n}.yaml::{n}[oracle]" for n in FAST]
+    assert sorted(e.nodeid for e in results_of(journal)) == [f"{n}.yaml::{n}[oracle]" for n in FAST]
     # The slow items' commands, running or started ahead, were killed with the run.
     wait_for("the slow commands to be gone", lambda: not sleepers(project.token))
 
@@ -238,7 +250,7 @@ def test_sigkill_keeps_every_finished_item_in_the_journal(project: Project) -> N
         "--llm-report=out",
         "--llm-sandbox=none",
     ]
-    assert [(e.type, e.data["scenario"]) for e in journal.entries] == [
+    assert [(e.type, e.data["scenario"]) for e in results_of(journal)] == [
         ("scenario", name) for name in FAST
     ]
     assert not (project.root / "out" / "report.json").exists()
@@ -256,7 +268,8 @@ def test_journal_holds_a_header_and_one_line_per_finished_item(pytester: pytest.
     write_dataset(pytester, [*TASKS, bad])
     result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out")
     result.assert_outcomes(passed=3, failed=4, skipped=1, errors=1)
-    header, *entries = journal_lines(pytester.path / "out" / "results.jsonl")
+    header, *lines = journal_lines(pytester.path / "out" / "results.jsonl")
+    entries = [e for e in lines if e["type"] != SETUP_ENTRY]
     assert header["type"] == "header"
     assert header["version"] == JOURNAL_VERSION
     assert header["models"] == ["oracle", "nop"]
@@ -282,11 +295,11 @@ def test_journal_goes_to_the_cache_without_a_report_dir_and_a_new_run_replaces_i
     write_dataset(pytester, TASKS)
     pytester.runpytest().assert_outcomes(passed=2, failed=1, skipped=1)
     path = pytester.path / ".pytest_cache" / "d" / "llmtool" / "results.jsonl"
-    assert len(read_journal(path).entries) == 3
+    assert len(results_of(read_journal(path))) == 3
     pytester.runpytest("-k", "alpha").assert_outcomes(passed=1, deselected=3)
     journal = read_journal(path)
     assert journal.header["args"][:2] == ["-k", "alpha"]
-    assert [e.nodeid for e in journal.entries] == ["data.jsonl::alpha[oracle]"]
+    assert [e.nodeid for e in results_of(journal)] == ["data.jsonl::alpha[oracle]"]
 
 
 def test_no_journal_without_a_report_dir_or_the_cache(pytester: pytest.Pytester) -> None:
@@ -300,8 +313,8 @@ def test_journal_under_xdist_is_written_by_the_controller(pytester: pytest.Pytes
     result = pytester.runpytest("-n", "2", "--llm-model=oracle,nop", "--llm-report=out")
     result.assert_outcomes(passed=3, failed=4, skipped=1)
     journal = read_journal(pytester.path / "out" / "results.jsonl")
-    assert len(journal.entries) == 7
-    assert {e.type for e in journal.entries} == {"bash"}
+    assert len(results_of(journal)) == 7
+    assert {e.type for e in results_of(journal)} == {"bash"}
 
 
 # The reader.
