@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext.parser import parse as parse_jsonpath
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from pytest_llmtool.records import GateResult, InteractionMetrics, McpToolCall
 from pytest_llmtool.sandbox.isolated import Jail
@@ -48,6 +48,21 @@ def _valid_regex(pattern: str) -> str:
 _Regex = Annotated[str, AfterValidator(_valid_regex)]
 
 
+def _valid_json_path(path: str) -> str:
+    check_json_path(path)
+    return path
+
+
+def _valid_assertion(text: str) -> str:
+    parse_assertion(text)
+    return text
+
+
+# Checked at load, so a scenario with a bad path or assertion fails before it runs.
+_JsonPath = Annotated[str, AfterValidator(_valid_json_path)]
+_Assertion = Annotated[str, AfterValidator(_valid_assertion)]
+
+
 class _GateBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,20 +89,8 @@ class CommandOutputMatches(_GateBase):
 class CommandJsonPath(_GateBase):
     type: Literal["command_json_path"] = "command_json_path"
     command: str = Field(min_length=1)
-    path: str
-    assertion: str
-
-    @field_validator("path")
-    @classmethod
-    def _check_path(cls, value: str) -> str:
-        check_json_path(value)
-        return value
-
-    @field_validator("assertion")
-    @classmethod
-    def _check_assertion(cls, value: str) -> str:
-        parse_assertion(value)
-        return value
+    path: _JsonPath
+    assertion: _Assertion
 
 
 class McpToolJsonPath(_GateBase):
@@ -99,20 +102,8 @@ class McpToolJsonPath(_GateBase):
     type: Literal["mcp_tool_json_path"] = "mcp_tool_json_path"
     tool: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     arguments: dict[str, Any] = Field(default_factory=dict)
-    path: str
-    assertion: str
-
-    @field_validator("path")
-    @classmethod
-    def _check_path(cls, value: str) -> str:
-        check_json_path(value)
-        return value
-
-    @field_validator("assertion")
-    @classmethod
-    def _check_assertion(cls, value: str) -> str:
-        parse_assertion(value)
-        return value
+    path: _JsonPath
+    assertion: _Assertion
 
 
 class FileExists(_GateBase):
