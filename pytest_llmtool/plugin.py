@@ -102,6 +102,11 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Fil
     if not config.stash[ACTIVE_KEY]:
         if file_path.suffix not in (".jsonl", ".yaml", ".yml"):
             return None
+        # pytest offers every file of a directory it enters, even one beside the file it was
+        # asked for, and drops it after; such a file must not wake the plugin.
+        session = parent.session
+        if not any(session.isinitpath(p) for p in (file_path, *file_path.parents)):
+            return None
         from pytest_llmtool.inputs.sniff import may_be_eval_file
 
         datasets = str(config.getini("llm_datasets")).split()

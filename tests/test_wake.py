@@ -48,6 +48,15 @@ def test_an_unrelated_suite_imports_nothing_heavy(pytester: pytest.Pytester) -> 
     assert "llmtool eval summary" not in result.stdout.str()
 
 
+def test_a_dataset_beside_the_file_asked_for_does_not_wake_it(pytester: pytest.Pytester) -> None:
+    # pytest offers every file of the directory to the plugins, then keeps the one named.
+    write_dataset(pytester, TASKS)
+    result, loaded, sigterm = _probe(pytester, "test_probe.py")
+    result.assert_outcomes(passed=1)
+    assert loaded.endswith("LOADED []")
+    assert sigterm.endswith("SIGTERM True")
+
+
 def test_an_eval_file_wakes_the_plugin_without_any_option(pytester: pytest.Pytester) -> None:
     write_dataset(pytester, TASKS)
     result, loaded, _ = _probe(pytester)

@@ -9,6 +9,7 @@ process also turns SIGTERM into Ctrl-C (`signals.py`).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from pytest_llmtool.report import (
     Writer,
 )
 from pytest_llmtool.run.compact import ReportSharing
+from pytest_llmtool.run.heap import thaw
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
 from pytest_llmtool.run.resume import install as install_resume
@@ -104,6 +106,10 @@ def activate(config: pytest.Config) -> None:
     # Restored by a cleanup, which runs after every pytest_unconfigure: until then SIGTERM's
     # default action could cut the cancelling of runs in flight short.
     config.add_cleanup(signals.uninstall)
+    # Woken in pytest_configure, this runs after pytest's own last collections (cleanups
+    # run last in, first out, and pytest's unraisable-exception plugin adds its cleanup in
+    # pytest_configure after ours): those then skip what the run froze.
+    config.add_cleanup(functools.partial(thaw, config))
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         from pytest_llmtool.run.html import HtmlItems, HtmlReport
 

@@ -10,7 +10,7 @@ says) is asked of the item's `Kind`.
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,7 +88,7 @@ class LlmItem(pytest.Item):
     result: ItemResult | None = None
     ran_ms = 0.0
     _started = False
-    _future: concurrent.futures.Future[ItemResult] | None = None
+    _task: asyncio.Task[ItemResult] | None = None
     _not_started: str | None = None
 
     def __init__(self, *, work: Any, variant: Variant, lineno: int, **kwargs: Any) -> None:
@@ -124,7 +124,7 @@ class LlmItem(pytest.Item):
         state = self.config.stash[STATE_KEY]
         self._not_started = state.budget.exhausted_reason()
         if self._not_started is None:
-            self._future = state.runtime.submit(self._guarded(state))
+            self._task = state.runtime.submit(self._guarded(state))
 
     async def _guarded(self, state: RunState) -> ItemResult:
         async with state.slots():
@@ -139,17 +139,14 @@ class LlmItem(pytest.Item):
         self.start()
         if self._not_started:
             pytest.skip(self._not_started)
-        future, self._future = self._future, None
-        assert future is not None
+        task, self._task = self._task, None
+        assert task is not None
         try:
-            self.result = future.result()
+            self.result = self.config.stash[STATE_KEY].runtime.wait(task)
         except (AgentError, SandboxError) as exc:
             # `from None`: the report shows the one line, not the exception it replaces.
             message = f"infrastructure error: {type(exc).__name__}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
-        except BaseException:
-            future.cancel()
-            raise
         self.user_properties += self.kind.properties(self.result)
 
     def runtest(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.metadata
+import itertools
 import json
 import platform
 import time
@@ -39,6 +40,7 @@ from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor, redact_report
 from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.run.compat import xdist_pending
+from pytest_llmtool.run.heap import freeze
 from pytest_llmtool.run.items import BadInputItem, LlmItem
 from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path, run_identity
 from pytest_llmtool.run.state import STATE_KEY
@@ -122,6 +124,7 @@ class Runner:
         self._positions: dict[str, int] | None = None
         # The setups this process has sent to the controller: each goes once.
         self._sent: set[str] = set()
+        self._refrozen = False
 
     def _new_setup(self, result: ItemResult) -> tuple[str, str] | None:
         """The item's setup (key, JSON) when this process has not sent it yet."""
@@ -140,16 +143,31 @@ class Runner:
         if FINGERPRINT_KEY not in config.stash:  # `--llm-resume` took it before deselecting
             record_fingerprint(config, items)
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if any(isinstance(item, LlmItem) for item in session.items):
+            freeze(session.config)
+
     def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
-        """The items this process will run next, this one first, as far as it can tell."""
+        """The items this process will run next, this one first, as far as it can tell.
+
+        The tasks started ahead only progress while pytest's thread waits for one of them
+        (`runtime.py`), so the list stops where that thread could be kept away: before an
+        item of another kind (a plain test runs for as long as it likes) and, on an xdist
+        worker, before the last item it has been sent (it then waits on its controller for
+        the one after)."""
         session = item.session
         pending = xdist_pending(item.config)
         if pending is not None:
-            return [item, *([nextitem] if nextitem else []), *(session.items[i] for i in pending)]
-        if self._positions is None:
-            self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
-        start = self._positions.get(item.nodeid)
-        return [item] if start is None else session.items[start:]
+            later = [session.items[i] for i in pending.indices]
+            known = [item, *([nextitem] if nextitem else []), *later]
+            waits = nextitem is not None and not pending.closed
+            upcoming = known[: max(1, len(known) - 1)] if waits else known
+        else:
+            if self._positions is None:
+                self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
+            start = self._positions.get(item.nodeid)
+            upcoming = [item] if start is None else session.items[start:]
+        return list(itertools.takewhile(lambda it: isinstance(it, LlmItem), upcoming))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -161,8 +179,8 @@ class Runner:
         # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
         # started runs are left unreported.
         for upcoming in self._upcoming(item, nextitem)[:window]:
-            if isinstance(upcoming, LlmItem):
-                upcoming.start()
+            assert isinstance(upcoming, LlmItem)
+            upcoming.start()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -183,6 +201,9 @@ class Runner:
                     carried |= {"setup_key": setup[0], "setup": setup[1]}
                 setattr(report, RESULT_ATTR, carried)
                 item.result = None  # the report now carries it
+                if not self._refrozen:  # the first task imported the SDK it calls
+                    self._refrozen = True
+                    freeze(item.config)
         failed_setup = report.when == "setup" and report.failed
         if failed_setup and isinstance(item, LlmItem | BadInputItem):
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())

@@ -1,16 +1,17 @@
-"""One long-lived event loop per pytest process, in a daemon thread.
+"""One event loop per pytest process, run by pytest's own thread while it waits for a task.
 
 Async SDK clients are bound to the loop they were created on, so a loop per item
-(`asyncio.run`) would force a new client per item. A background loop also keeps submitted
-agent runs progressing while pytest's own thread is busy reporting, which is what lets
-several tasks overlap.
+(`asyncio.run`) would force a new client per item. The loop runs in pytest's thread, not a
+thread of its own: handing each task to another thread and its result back cost a wake-up
+and a fight over the GIL both ways (a sixth of a `nop` run's time). Tasks started ahead
+(`--llm-concurrency`) progress whenever pytest waits for any of them; in between, pytest
+only reports the item it just finished, and the roles start no task ahead of an item that
+could keep pytest's thread away longer (`roles.Runner.pytest_runtest_protocol`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -20,35 +21,32 @@ T = TypeVar("T")
 class Runtime:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="pytest-llmtool-loop", daemon=True
-            )
-            thread.start()
-            self._loop, self._thread = loop, thread
+            self._loop = asyncio.new_event_loop()
         return self._loop
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure_started())
+    def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Schedule a coroutine; it runs while pytest waits for this or any other task."""
+        return self._ensure_started().create_task(coro)
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the loop and wait for it; Ctrl-C cancels it."""
-        future = self.submit(coro)
+    def wait(self, task: asyncio.Task[T]) -> T:
+        """Run the loop until the task is done and return its result; Ctrl-C cancels it."""
         try:
-            return future.result()
+            return self._ensure_started().run_until_complete(task)
         except BaseException:
-            future.cancel()
+            task.cancel()
             raise
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.wait(self.submit(coro))
+
     def close(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        """Cancel what is still running (a stopped run's tasks started ahead) and close."""
+        loop, self._loop = self._loop, None
+        if loop is None:
             return
-        self._loop = self._thread = None
 
         async def _drain() -> None:
             current = asyncio.current_task()
@@ -58,7 +56,7 @@ class Runtime:
             await asyncio.gather(*pending, return_exceptions=True)
             await loop.shutdown_asyncgens()
 
-        asyncio.run_coroutine_threadsafe(_drain(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        try:
+            loop.run_until_complete(_drain())
+        finally:
+            loop.close()

@@ -1,0 +1,31 @@
+"""Keeping the garbage collector's full passes off the run's long-lived objects.
+
+After collection a run holds objects that live until it ends: the items and their tasks,
+the imported SDKs (the Anthropic client alone is some 160,000 objects). CPython's full
+collections walk every one of them, several times during a large run and twice more at its
+end (pytest's unraisable-exception check): about a tenth of a 2,000-task run, and 0.2 s of
+every run that loads an SDK. `gc.freeze()` moves what exists to the permanent generation,
+which collections skip. `thaw`, pytest's last cleanup, gives it back, so a process that
+runs pytest again (pytester, `pytest.main`) collects the finished run's garbage as usual.
+Garbage already unreachable at a freeze waits for the thaw: little, as both freezes
+follow work that leaves little (collection; the first task, which imports the SDK).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+FROZEN_KEY = pytest.StashKey[bool]()
+
+
+def freeze(config: pytest.Config) -> None:
+    gc.freeze()
+    config.stash[FROZEN_KEY] = True
+
+
+def thaw(config: pytest.Config) -> None:
+    if config.stash.get(FROZEN_KEY, False):
+        config.stash[FROZEN_KEY] = False
+        gc.unfreeze()
