@@ -17,7 +17,7 @@ import itertools
 import json
 import platform
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,27 +147,29 @@ class Runner:
         if any(isinstance(item, LlmItem) for item in session.items):
             freeze(session.config)
 
-    def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
-        """The items this process will run next, this one first, as far as it can tell.
+    def _upcoming(
+        self, item: pytest.Item, nextitem: pytest.Item | None, window: int
+    ) -> Iterator[pytest.Item]:
+        """Up to `window` items this process will run next, this one first.
 
         The tasks started ahead only progress while pytest's thread waits for one of them
-        (`runtime.py`), so the list stops where that thread could be kept away: before an
-        item of another kind (a plain test runs for as long as it likes) and, on an xdist
-        worker, before the last item it has been sent (it then waits on its controller for
-        the one after)."""
+        (`runtime.py`), so they stop where that thread could be kept away: before an item
+        of another kind (a plain test runs for as long as it likes) and, on an xdist worker,
+        before the last item it has been sent (it then waits on its controller for more)."""
         session = item.session
         pending = xdist_pending(item.config)
         if pending is not None:
-            later = [session.items[i] for i in pending.indices]
+            later = [session.items[i] for i in pending.indices[:window]]
             known = [item, *([nextitem] if nextitem else []), *later]
             waits = nextitem is not None and not pending.closed
-            upcoming = known[: max(1, len(known) - 1)] if waits else known
+            upcoming: Iterable[pytest.Item] = known[: max(1, len(known) - 1)] if waits else known
         else:
             if self._positions is None:
                 self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
             start = self._positions.get(item.nodeid)
-            upcoming = [item] if start is None else session.items[start:]
-        return list(itertools.takewhile(lambda it: isinstance(it, LlmItem), upcoming))
+            upcoming = [item] if start is None else session.items[start : start + window]
+        ahead = itertools.takewhile(lambda it: isinstance(it, LlmItem), upcoming)
+        return itertools.islice(ahead, window)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -178,7 +180,7 @@ class Runner:
             return
         # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
         # started runs are left unreported.
-        for upcoming in self._upcoming(item, nextitem)[:window]:
+        for upcoming in self._upcoming(item, nextitem, window):
             assert isinstance(upcoming, LlmItem)
             upcoming.start()
 
