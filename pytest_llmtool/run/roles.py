@@ -46,7 +46,7 @@ from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
-from pytest_llmtool.stats.compare import comparisons, diagnostics
+from pytest_llmtool.stats.compare import bash_pass, comparisons, diagnostics
 from pytest_llmtool.stats.trials import kind_trials
 
 RESULT_ATTR = "llmtool_result"
@@ -402,8 +402,9 @@ class Controller:
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.
-        report.comparisons = comparisons(report)
-        report.diagnostics = diagnostics(report)
+        bash = bash_pass(report)
+        report.comparisons = comparisons(report, bash)
+        report.diagnostics = diagnostics(report, bash)
         return report
 
     @pytest.hookimpl(trylast=True)

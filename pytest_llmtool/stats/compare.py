@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pytest_llmtool import stats
 from pytest_llmtool.records import (
@@ -68,18 +68,17 @@ def _mode(result: TaskResult) -> str | None:
     return result.scripting.mode if result.scripting is not None else None
 
 
+def bash_attempt(r: TaskResult) -> Attempt:
+    """A bash task, by model: its score is its weighted check score. A scripting-tool task
+    is one unit per tool mode, so models pair scripted with scripted."""
+    mode = _mode(r)
+    return Attempt(
+        task_of(r.nodeid) + (f"[{mode}]" if mode else ""), r.model, r.passed, r.score.rate()
+    )
+
+
 def bash_attempts(results: Iterable[TaskResult]) -> list[Attempt]:
-    """Bash tasks, by model: a task's score is its weighted check score. A scripting-tool
-    task is one unit per tool mode, so models pair scripted with scripted."""
-    return [
-        Attempt(
-            task_of(r.nodeid) + (f"[{mode}]" if (mode := _mode(r)) else ""),
-            r.model,
-            r.passed,
-            r.score.rate(),
-        )
-        for r in results
-    ]
+    return [bash_attempt(r) for r in results]
 
 
 def tool_mode_attempts(results: Iterable[TaskResult], model: str) -> list[Attempt]:
@@ -223,12 +222,31 @@ def _models(report: EvalReport, attempts: Iterable[Attempt]) -> list[str]:
     return list(dict.fromkeys([*named, *(a.side for a in attempts)]))
 
 
-def comparisons(report: EvalReport) -> list[Comparison]:
+class BashPass(NamedTuple):
+    """What the comparisons and diagnostics read off a run's bash results: one pass over
+    them, as each pass decodes every stored result."""
+
+    attempts: list[Attempt]
+    scripting: list[TaskResult]
+
+
+def bash_pass(report: EvalReport) -> BashPass:
+    attempts: list[Attempt] = []
+    scripting: list[TaskResult] = []
+    for r in report.results:
+        attempts.append(bash_attempt(r))
+        if r.scripting is not None:
+            scripting.append(r)
+    return BashPass(attempts, scripting)
+
+
+def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Comparison]:
     """Every pair of models per kind, then every pair of guidance documents per model, then
     each model's scripted against baseline mode."""
+    bash = bash or bash_pass(report)
     found: list[Comparison] = []
     for kind, attempts in (
-        ("bash", bash_attempts(report.results)),
+        ("bash", bash.attempts),
         ("scenario", scenario_attempts(report.scenarios)),
     ):
         found += _pairs(kind, "model", by_side(attempts), _models(report, attempts))
@@ -240,18 +258,18 @@ def comparisons(report: EvalReport) -> list[Comparison]:
             if r.model == model
         )
         found += _pairs("scenario", "guidance", sides, sorted(sides), model)
-    scripting = [r for r in report.results if r.scripting is not None]
-    for model in _models(report, bash_attempts(scripting)):
-        sides = by_side(tool_mode_attempts(scripting, model))
+    for model in _models(report, bash_attempts(bash.scripting)):
+        sides = by_side(tool_mode_attempts(bash.scripting, model))
         found += _pairs("bash", "tool_mode", sides, TOOL_MODES, model)
     return found
 
 
-def diagnostics(report: EvalReport) -> dict[str, Diagnostics]:
+def diagnostics(report: EvalReport, bash: BashPass | None = None) -> dict[str, Diagnostics]:
     """Per kind with two or more models, over the tasks every model ran."""
+    bash = bash or bash_pass(report)
     found = {}
     for kind, attempts in (
-        ("bash", bash_attempts(report.results)),
+        ("bash", bash.attempts),
         ("scenario", scenario_attempts(report.scenarios)),
     ):
         sides = by_side(attempts)

@@ -283,7 +283,9 @@ class BashKind(Kind[Task, TaskResult]):
         from pytest_llmtool.kinds.bash.tool_modes import tool_mode_summaries
 
         own = [e for e in errors if e.kind in ("", self.name)]
-        return {**summary_fields(results, own), "tool_modes": tool_mode_summaries(results, own)}
+        scripting: list[TaskResult] = []
+        fields = summary_fields(results, own, scripting)
+        return {**fields, "tool_modes": tool_mode_summaries(scripting, own)}
 
     def terminal_lines(self, report: EvalReport) -> list[str]:
         from pytest_llmtool.kinds.bash import tool_modes

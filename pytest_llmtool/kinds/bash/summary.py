@@ -280,9 +280,12 @@ def healthy_profile(s: EvalSummary) -> list[HealthCriterion]:
     ]
 
 
-def summary_fields(results: Iterable[TaskResult], errors: list[ErrorRecord]) -> dict[str, Any]:
+def summary_fields(
+    results: Iterable[TaskResult], errors: list[ErrorRecord], scripting: list[TaskResult]
+) -> dict[str, Any]:
     """The bash-task part of the run report: the summary and one per model, in one pass over
-    the results (the results themselves go into the report as they are).
+    the results (which go into the report as they are). It keeps the scripting-tool results
+    in `scripting`, for the tool-mode summaries, so they take no pass of their own.
 
     Bad dataset lines have no model: they count in the run's errors, not in any model's."""
     overall = SummaryBuilder(len(errors))
@@ -290,6 +293,8 @@ def summary_fields(results: Iterable[TaskResult], errors: list[ErrorRecord]) -> 
     for r in results:
         overall.add(r)
         by_model.setdefault(r.model, SummaryBuilder()).add(r)
+        if r.scripting is not None:
+            scripting.append(r)
     for e in errors:
         if e.model:
             by_model.setdefault(e.model, SummaryBuilder()).errors += 1
@@ -327,9 +332,10 @@ def friction_signals(summary: EvalSummary, results: Iterable[TaskResult]) -> lis
         )
     failed: list[int] = []
     passed: list[int] = []
-    for r in results:
-        (passed if r.passed else failed).append(_tokens(r))
-    if failed and summary.pass_rate < LOW_PASS_RATE and sum(failed):
+    if summary.pass_rate < LOW_PASS_RATE:  # only then: reading the results decodes them all
+        for r in results:
+            (passed if r.passed else failed).append(_tokens(r))
+    if failed and sum(failed):
         failed_mean = sum(failed) / len(failed)
         passed_mean = sum(passed) / len(passed) if passed else 0.0
         if failed_mean >= HIGH_FAILED_TOKEN_FACTOR * passed_mean:
