@@ -14,6 +14,7 @@ from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
     EvalSummary,
+    GenerateMetrics,
     GenerateSummary,
     HealthCriterion,
     Interval,
@@ -69,6 +70,55 @@ _TOTALS = (
 )
 
 
+class Entry(NamedTuple):
+    """What a summary keeps of one result, read off it once for every summary it counts in
+    (the run's and its model's): its computed fields walk the trace on each read."""
+
+    totals: tuple[float, ...]  # in `_TOTALS` order
+    cost: float | None
+    judge_calls: list[Any]
+    passed: bool
+    generate: GenerateMetrics | None
+    task: str
+    attempt: Attempt
+
+    @classmethod
+    def of(cls, r: TaskResult) -> Entry:
+        trace, score = r.trace, r.score
+        passed = score.all_passed()
+        totals = (
+            1,
+            passed,
+            score.score,
+            score.max_score,
+            trace.tool_call_count,
+            trace.tool_calls_ok,
+            trace.turns,
+            trace.natural_stop,
+            trace.total_input_tokens,
+            trace.total_output_tokens,
+            trace.total_cache_read_tokens,
+            trace.total_cache_write_tokens,
+            trace.total_retries,
+            trace.base_context,
+            trace.context_growth_avg,
+            trace.duration_ms,
+        )
+        attempt = Attempt(
+            r.category,
+            r.mode,
+            r.difficulty,
+            score.score,
+            score.max_score,
+            r.passed,
+            trace.tool_calls_ok,
+            trace.tool_call_count,
+        )
+        return cls(
+            totals, trace.cost_usd, r.judge_calls, passed, r.generate, attempt_of(r), attempt
+        )
+
+
 class SummaryBuilder:
     """One `EvalSummary`, built result by result: the results are read once, and what is kept
     of each task is the few numbers its intervals need. The sums are plain numbers until
@@ -76,7 +126,7 @@ class SummaryBuilder:
 
     def __init__(self, errors: int = 0) -> None:
         self.errors = errors
-        self.totals = dict.fromkeys(_TOTALS, 0.0)
+        self.totals = [0.0] * len(_TOTALS)
         self.cost: float | None = None
         self.judge_calls: list[Any] = []
         # Per category, mode and difficulty: tasks, passed, score, max score.
@@ -85,49 +135,36 @@ class SummaryBuilder:
         self.parts = Groups()
 
     def add(self, r: TaskResult) -> None:
-        t, trace, score = self.totals, r.trace, r.score
-        passed = score.all_passed()
-        t["total_tasks"] += 1
-        t["total_passed"] += passed
-        t["total_score"] += score.score
-        t["total_max_score"] += score.max_score
-        t["total_tool_calls"] += trace.tool_call_count
-        t["tool_calls_ok"] += trace.tool_calls_ok
-        t["total_turns"] += trace.turns
-        t["natural_stops"] += trace.natural_stop
-        t["total_input_tokens"] += trace.total_input_tokens
-        t["total_output_tokens"] += trace.total_output_tokens
-        t["total_cache_read_tokens"] += trace.total_cache_read_tokens
-        t["total_cache_write_tokens"] += trace.total_cache_write_tokens
-        t["total_retries"] += trace.total_retries
-        t["mean_base_context"] += trace.base_context
-        t["mean_context_growth_avg"] += trace.context_growth_avg
-        t["total_duration_ms"] += trace.duration_ms
-        cost = trace.cost_usd
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
-        if r.judge_calls:
-            self.judge_calls.extend(r.judge_calls)
-        for groups, name in zip(self.groups, (r.category, r.mode, r.difficulty), strict=True):
+        self.add_entry(Entry.of(r))
+
+    def add_entry(self, e: Entry) -> None:
+        self.totals = [a + b for a, b in zip(self.totals, e.totals, strict=True)]
+        if e.cost is not None:
+            self.cost = (self.cost or 0.0) + e.cost
+        if e.judge_calls:
+            self.judge_calls.extend(e.judge_calls)
+        a = e.attempt
+        for groups, name in zip(self.groups, (a.category, a.mode, a.difficulty), strict=True):
             group = groups.get(name)
             if group is None:
                 group = groups[name] = [0, 0, 0.0, 0.0]
             group[0] += 1
-            group[1] += passed
-            group[2] += score.score
-            group[3] += score.max_score
-        if r.generate is not None:
+            group[1] += e.passed
+            group[2] += a.score
+            group[3] += a.max_score
+        if e.generate is not None:
             g = self.generate = self.generate or [0, 0, 0, 0]
             g[0] += 1
-            g[1] += r.generate.script_found
-            g[2] += passed
-            g[3] += r.generate.timed_out
-        self.parts.add(r)
+            g[1] += e.generate.script_found
+            g[2] += e.passed
+            g[3] += e.generate.timed_out
+        self.parts.tasks[e.task].append(a)
 
     def build(self) -> EvalSummary:
-        t = self.totals
         floats = ("total_score", "total_max_score", "mean_base_context", "mean_context_growth_avg")
-        fields: dict[str, Any] = {k: v if k in floats else int(v) for k, v in t.items()}
+        fields: dict[str, Any] = {
+            k: v if k in floats else int(v) for k, v in zip(_TOTALS, self.totals, strict=True)
+        }
         s = EvalSummary.model_validate(
             {**fields, "errors": self.errors, "total_cost_usd": self.cost}
         )
@@ -195,20 +232,6 @@ class Groups:
 
     def __init__(self) -> None:
         self.tasks: dict[str, list[Attempt]] = defaultdict(list)
-
-    def add(self, r: TaskResult) -> None:
-        s, t = r.score, r.trace
-        attempt = Attempt(
-            r.category,
-            r.mode,
-            r.difficulty,
-            s.score,
-            s.max_score,
-            r.passed,
-            t.tool_calls_ok,
-            t.tool_call_count,
-        )
-        self.tasks[attempt_of(r)].append(attempt)
 
     def split(self, field: str) -> dict[str, Groups]:
         """The same attempts split by category, mode or difficulty (sharing them), when the
@@ -291,8 +314,9 @@ def summary_fields(
     overall = SummaryBuilder(len(errors))
     by_model: dict[str, SummaryBuilder] = {}
     for r in results:
-        overall.add(r)
-        by_model.setdefault(r.model, SummaryBuilder()).add(r)
+        entry = Entry.of(r)
+        overall.add_entry(entry)
+        by_model.setdefault(r.model, SummaryBuilder()).add_entry(entry)
         if r.scripting is not None:
             scripting.append(r)
     for e in errors:
