@@ -7,8 +7,8 @@ The script prints the wall time and the peak resident memory of the reporting pr
 `-n 2` figure), and the same figures per task. The baseline, measured in the same run, is a
 plain pytest test parametrized over range(N): what pytest itself costs for N items.
 
-Target (issue 15): at most 1 GB of controller memory at 100k tasks (the `-n 2` figure),
-time linear in N.
+Targets: a plain run within 1.5x of pytest alone in both time and peak memory; at most
+1 GB of controller memory at 100k tasks (the `-n 2` figure); time linear in N.
 
     python benchmarks/bench_scale.py [--n 20000 100000] [--no-xdist | --xdist-only]
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from _harness import nop_dataset, parametrized_test_file
 
+PLAIN_TARGET = 1.5
 PROBE = """
 import resource, sys, pytest
 rc = pytest.main(sys.argv[1:])
@@ -100,6 +101,16 @@ def main() -> int:
             (_, n0, t0, m0), (_, n1, t1, m1) = mine[0], mine[-1]
             print(
                 f"  {label:<16} N x{n1 / n0:.1f}: time x{t1 / t0:.2f}, peak memory x{m1 / m0:.2f}"
+            )
+    for n in dict.fromkeys(r[1] for r in rows):
+        mine = {r[0]: r for r in rows if r[1] == n}
+        base, ours = mine.get("pytest baseline"), mine.get("ours, plain")
+        if base is not None and ours is not None:
+            time_ratio, memory_ratio = ours[2] / base[2], ours[3] / base[3]
+            met = "met" if max(time_ratio, memory_ratio) <= PLAIN_TARGET else "MISSED"
+            print(
+                f"  N={n}: plain run against pytest alone: time {time_ratio:.2f}x, peak memory "
+                f"{memory_ratio:.2f}x (target <= {PLAIN_TARGET}x in both: {met})"
             )
     # The target is the controller's: a plain run's one process also holds every collected
     # item, as pytest always does (compare the baseline's plain figure).
