@@ -316,6 +316,33 @@ def test_stop_on_first_failure_bounds_the_tasks_paid_for(
     assert 1 < len(started) <= 1 + 3
 
 
+def test_no_task_is_started_ahead_of_a_plain_test(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    # The tasks started ahead progress only while pytest waits for one (the loop runs in its
+    # thread): a plain test between two datasets must find none of the second one started,
+    # or their calls would stall (and their timeouts run) for as long as it runs.
+    first = [{**BETA, "id": f"a{i}", "prompt": f"Say hello, a{i}."} for i in range(3)]
+    second = [{**BETA, "id": f"c{i}", "prompt": f"Say hello, c{i}."} for i in range(3)]
+    # Collected in name order: t_first.jsonl, test_between.py, u_second.jsonl.
+    write_dataset(pytester, first, name="t_first")
+    write_dataset(pytester, second, name="u_second")
+    for task in first + second:
+        server.script(task["prompt"], BETA_TURNS)
+    pytester.makepyfile(
+        test_between="""
+        def test_between(request):
+            items = request.session.items
+            assert [i.nodeid.split(".")[0] for i in items] == ["t_first"] * 3 + [
+                "test_between"] + ["u_second"] * 3
+            assert all(i._started for i in items[:3])
+            assert not any(i._started for i in items[4:])
+        """
+    )
+    result = pytester.runpytest("--llm-model=haiku", "--llm-concurrency=8")
+    result.assert_outcomes(passed=1, failed=6)  # BETA_TURNS fail a check
+
+
 def test_xdist_with_a_real_provider_matches_serial(
     pytester: pytest.Pytester, server: FakeLLMServer
 ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
@@ -26,21 +26,11 @@ def item_tmp_path(config: pytest.Config, name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
-class Pending(NamedTuple):
-    """An xdist worker's queue after the current item and the next: the items' indices, and
-    whether the controller has closed it (queued its shutdown), so the worker will not wait
-    on the controller once those are done."""
+def xdist_pending(config: pytest.Config) -> list[int] | None:
+    """On an xdist worker, the indices of the items queued for it after the current one.
 
-    indices: list[int]
-    closed: bool
-
-
-def xdist_pending(config: pytest.Config) -> Pending | None:
-    """On an xdist worker, what is queued for it after the current item and the next.
-
-    xdist keeps it in `WorkerInteractor.torun`, a private queue of item indices ended by a
-    shutdown marker; the concurrency window reads it to start the next items early. None
-    where there is no such queue.
+    xdist keeps them in `WorkerInteractor.torun`, a private queue; the concurrency window
+    reads it to start the next items early. None where there is no such queue.
     """
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor":
@@ -48,8 +38,7 @@ def xdist_pending(config: pytest.Config) -> Pending | None:
             if queue is None:
                 return None
             with queue.lock() as pending:
-                indices = [i for i in pending if isinstance(i, int)]
-                return Pending(indices, closed=len(indices) < len(pending))
+                return [i for i in pending if isinstance(i, int)]
     return None
 
 

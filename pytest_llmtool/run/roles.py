@@ -153,16 +153,14 @@ class Runner:
         """Up to `window` items this process will run next, this one first.
 
         The tasks started ahead only progress while pytest's thread waits for one of them
-        (`runtime.py`), so they stop where that thread could be kept away: before an item
-        of another kind (a plain test runs for as long as it likes) and, on an xdist worker,
-        before the last item it has been sent (it then waits on its controller for more)."""
+        (`runtime.py`), so they stop before an item of another kind: a plain test holds that
+        thread for as long as it runs. (Between two items an xdist worker may wait for its
+        controller to send the next: a round trip.)"""
         session = item.session
         pending = xdist_pending(item.config)
         if pending is not None:
-            later = [session.items[i] for i in pending.indices[:window]]
-            known = [item, *([nextitem] if nextitem else []), *later]
-            waits = nextitem is not None and not pending.closed
-            upcoming: Iterable[pytest.Item] = known[: max(1, len(known) - 1)] if waits else known
+            later = (session.items[i] for i in pending[:window])
+            upcoming: Iterable[pytest.Item] = [item, *([nextitem] if nextitem else []), *later]
         else:
             if self._positions is None:
                 self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
