@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from pytest_llmtool.agents.budget import Budget
-from pytest_llmtool.gaps.writer import GapsWriter
 from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
 from pytest_llmtool.report import (
@@ -40,18 +39,13 @@ from pytest_llmtool.settings import Settings
 def builtin_writers(config: pytest.Config) -> list[Writer]:
     settings = config.stash[STATE_KEY].settings
     history = settings.history
-    gaps = (
-        [
-            GapsWriter(
-                settings.gaps,
-                settings.gaps_from,
-                # Recorded node ids name datasets relative to the rootdir.
-                bases=[config.rootpath, config.invocation_params.dir],
-            )
-        ]
-        if settings.gaps is not None
-        else []
-    )
+    gaps: list[Writer] = []
+    if settings.gaps is not None:  # imported only then: the gap report's replay is large
+        from pytest_llmtool.gaps.writer import GapsWriter
+
+        # Recorded node ids name datasets relative to the rootdir.
+        bases = [config.rootpath, config.invocation_params.dir]
+        gaps.append(GapsWriter(settings.gaps, settings.gaps_from, bases=bases))
     inspect: list[Writer] = []
     if settings.inspect_log is not None:
         from pytest_llmtool.report.inspect_log import InspectLogWriter

@@ -43,12 +43,13 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
         self._references: dict[Path, asyncio.Task[Reference]] = {}
 
     def recognises(self, path: Path, state: RunState) -> bool:
-        from pytest_llmtool.kinds.optimization.load import looks_like_optimization
-
         if path.suffix not in (".yaml", ".yml"):
             return False
         if not any(path.match(p) for p in state.settings.scenario_patterns):
             return False
+        # Imported here: a run of datasets alone never needs the loader (or YAML).
+        from pytest_llmtool.kinds.optimization.load import looks_like_optimization
+
         return looks_like_optimization(path)
 
     def load(self, path: Path) -> Iterator[tuple[int, OptimizationTask | Problem]]:
