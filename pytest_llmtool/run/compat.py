@@ -32,6 +32,8 @@ def xdist_pending(config: pytest.Config) -> list[int] | None:
     xdist keeps them in `WorkerInteractor.torun`, a private queue; the concurrency window
     reads it to start the next items early. None where there is no such queue.
     """
+    if not hasattr(config, "workerinput"):  # not a worker: no queue (and no scan per item)
+        return None
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor":
             queue = getattr(plugin, "torun", None)
