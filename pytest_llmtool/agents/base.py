@@ -27,7 +27,7 @@ class ChatResponse(BaseModel):
 
     message: Message
     stop: bool
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)  # a shared default would be deep-copied each time
     stop_reason: str | None = None
     retries: int = 0
     # Milliseconds the call waited for room in its provider's window (adaptive concurrency).
