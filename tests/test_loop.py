@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from bashkit import BuiltinResult
 
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
 from pytest_llmtool.agents.loop import format_tool_output, run_agent_loop
@@ -27,7 +28,7 @@ from pytest_llmtool.records import (
     Usage,
 )
 from pytest_llmtool.sandbox import Sandbox
-from pytest_llmtool.sandbox.vfs import VfsSandbox, bash_tool
+from pytest_llmtool.sandbox.vfs import CALL_TIMEOUT_SECONDS, BashPool, VfsSandbox, bash_tool
 
 BASH = ToolSpec(name="bash", description="run bash", input_schema={"type": "object"})
 
@@ -549,3 +550,65 @@ def test_a_deadline_stops_a_call_whose_every_attempt_fails_at_once() -> None:
 def test_the_backoff_of_a_very_late_attempt_is_still_a_number() -> None:
     policy = RetryPolicy(max_attempts=10**9, max_seconds=3600, backoff=0.5, max_delay=8.0)
     assert policy.delay(5000, None) == 8.0
+
+
+# --- the pool of bashkit interpreters: what one task leaves, the next must not see ---------
+
+LEAVE_BEHIND = """
+echo planted > /tmp/left; mkdir -p /home/eval/.config && echo x > /home/eval/.config/rc
+echo appended >> /in/a.txt; rm /in/b.txt
+python3 -c "open('/tmp/by_python', 'w').write('p')"
+sqlite3 /tmp/db.sqlite 'create table t(x); insert into t values(1);'
+export LEFT=1; f() { echo hijacked; }; alias ls='echo hijacked'; set -e -o pipefail
+trap 'echo trapped' EXIT; umask 077; cd /tmp
+"""
+
+LOOK = """
+ls /tmp; cat /home/eval/.config/rc; echo "LEFT=$LEFT"; type f; alias
+set -o | grep -E 'errexit|pipefail'; umask; pwd; cat /in/a.txt /in/b.txt; ls /in
+"""
+
+
+def _pooled_run(pool: BashPool, files: dict[str, str], commands: str) -> tuple[str, VfsSandbox]:
+    async def go() -> tuple[str, VfsSandbox]:
+        sandbox = VfsSandbox(files, pool=pool)
+        result = await sandbox.run(commands)
+        return result.stdout + result.stderr, sandbox
+
+    return asyncio.run(go())
+
+
+def test_a_pooled_interpreter_keeps_nothing_of_the_task_before() -> None:
+    pool = BashPool()
+    files = {"/in/a.txt": "one\n", "/in/b.txt": "two\n"}
+    _, first = _pooled_run(pool, files, LEAVE_BEHIND)
+    used = first._bash
+    first.release()
+    fresh, _ = _pooled_run(BashPool(), files, LOOK)  # a new interpreter, for reference
+    reused, third = _pooled_run(pool, files, LOOK)
+    assert third._bash is used, "the pool did not hand the interpreter back out"
+    assert reused == fresh
+    for trace in ("planted", "by_python", "db.sqlite", "hijacked", "LEFT=1", "appended", "077"):
+        assert trace not in reused
+    assert "one" in reused and "two" in reused
+
+
+def test_a_pooled_interpreter_holds_only_the_next_tasks_files() -> None:
+    pool = BashPool()
+    _, first = _pooled_run(pool, {"/in/a.txt": "first task\n", "/etc/first": "x"}, "true")
+    used = first._bash
+    first.release()
+    seen, second = _pooled_run(
+        pool, {"/data/c.txt": "second task\n"}, "ls /in /etc/first; cat /data/c.txt"
+    )
+    assert second._bash is used
+    assert "first" not in seen.replace("/etc/first", "")
+    assert "No such file" in seen and "second task" in seen
+
+
+def test_a_sandbox_with_custom_builtins_or_no_pool_is_never_pooled() -> None:
+    pool = BashPool()
+    sandbox = VfsSandbox({}, builtins={"mock": lambda ctx: BuiltinResult(stdout="m")}, pool=pool)
+    asyncio.run(sandbox.run("mock"))
+    sandbox.release()
+    assert pool.take(CALL_TIMEOUT_SECONDS) is None

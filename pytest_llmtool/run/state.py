@@ -20,6 +20,7 @@ from pytest_llmtool.agents.pricing import find_price
 from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.run.runtime import Runtime
+from pytest_llmtool.sandbox.vfs import BashPool
 from pytest_llmtool.settings import Settings
 
 # pytest's own markers (and ours): a category or tag of that name must not act as one.
@@ -35,6 +36,8 @@ class RunState:
     budget: Budget
     pool: ClientPool
     runtime: Runtime = field(default_factory=Runtime)
+    # bashkit interpreters finished tasks gave back (`sandbox/vfs.py`).
+    bash_pool: BashPool = field(default_factory=BashPool)
     # On an xdist worker that shares no directory with the controller (`run/hosts.py`): where
     # each `--llm-record` recording also goes.
     forward_recording: Callable[[str, bytes], None] | None = None

@@ -42,39 +42,95 @@ def bash_tool() -> tuple[ToolSpec, str]:
     return spec, tool.system_prompt() + _SQLITE_PROMPT
 
 
+class BashPool:
+    """Interpreters a finished task gave back, for the next task of the process to reuse.
+
+    Making one (Python and SQLite built in) costs about 0.5 ms, a third of a short task's own
+    time; bashkit's `reset()`, 0.1 ms, puts one back to the state it was made in: the shell
+    (variables, functions, aliases, options, traps, umask, cwd) and the filesystem, files an
+    agent wrote anywhere (`/tmp`, through Python or SQLite) included (`tests/test_sandbox.py`
+    attacks it). So only interpreters made with no files and no custom builtins are pooled;
+    a task's files are written after the reset, as the constructor writes them."""
+
+    LIMIT = 64  # per timeout: more than --llm-concurrency tasks rarely hold one at once
+
+    def __init__(self) -> None:
+        self._free: dict[float, list[Bash]] = {}
+
+    def take(self, timeout: float) -> Bash | None:
+        free = self._free.get(timeout)
+        if not free:
+            return None
+        bash = free.pop()
+        bash.reset()
+        return bash
+
+    def give(self, timeout: float, bash: Bash) -> None:
+        free = self._free.setdefault(timeout, [])
+        if len(free) < self.LIMIT:
+            free.append(bash)
+
+
 class VfsSandbox:
     """Created lazily: a run that never calls a tool and checks no file needs no interpreter.
 
     `builtins` adds commands answered by Python callbacks (bashkit's `custom_builtins`): a
-    scripting-tool task's mock tools."""
+    scripting-tool task's mock tools. With a `pool` (and no builtins) the interpreter comes
+    from it and goes back to it at `release`."""
 
     def __init__(
         self,
         files: dict[str, str],
         builtins: Mapping[str, Callable[[BuiltinContext], BuiltinResult]] | None = None,
         timeout_seconds: float = CALL_TIMEOUT_SECONDS,
+        pool: BashPool | None = None,
     ) -> None:
         self._files = files
         self._timeout = timeout_seconds
         self._builtins = dict(builtins) if builtins else None
+        self._pool = pool if self._builtins is None else None
         self._instance: Bash | None = None
+
+    def release(self) -> None:
+        """The task is done with this sandbox: its interpreter may serve another task."""
+        instance, self._instance = self._instance, None
+        if instance is not None and self._pool is not None:
+            self._pool.give(self._timeout, instance)
+
+    def _make(self) -> Bash:
+        pooled = self._pool is not None and all(p.startswith("/") for p in self._files)
+        bash = self._pool.take(self._timeout) if self._pool is not None and pooled else None
+        if bash is None:
+            bash = Bash(
+                username=USERNAME,
+                hostname=HOSTNAME,
+                # A pooled interpreter is made empty: a task's files are written after each
+                # reset, which would otherwise bring back the first task's.
+                files={} if pooled else dict(self._files),
+                profile=ExecutionProfile.Interactive,
+                max_commands=MAX_COMMANDS,
+                max_loop_iterations=MAX_LOOP_ITERATIONS,
+                timeout_seconds=self._timeout,
+                custom_builtins=self._builtins,
+                python=True,
+                sqlite=True,
+            )
+        if not pooled:
+            self._pool = None  # never given back
+            return bash
+        fs = bash.fs()
+        for path, text in self._files.items():
+            folder = path.rsplit("/", 1)[0]
+            if folder and not fs.exists(folder):
+                fs.mkdir(folder, True)
+            fs.write_file(path, text.encode())
+        return bash
 
     @property
     def _bash(self) -> Bash:
         if self._instance is None:
             try:
-                self._instance = Bash(
-                    username=USERNAME,
-                    hostname=HOSTNAME,
-                    files=dict(self._files),
-                    profile=ExecutionProfile.Interactive,
-                    max_commands=MAX_COMMANDS,
-                    max_loop_iterations=MAX_LOOP_ITERATIONS,
-                    timeout_seconds=self._timeout,
-                    custom_builtins=self._builtins,
-                    python=True,
-                    sqlite=True,
-                )
+                self._instance = self._make()
             except Exception as exc:
                 raise SandboxError(f"cannot create the bashkit sandbox: {exc}") from exc
         return self._instance

@@ -179,7 +179,8 @@ class BashKind(Kind[Task, TaskResult]):
         else:
             tool, default_system = bash_tool()
             timeout = GENERATE_SECONDS if task.mode == "generate" else CALL_TIMEOUT_SECONDS
-            sandbox, tools = VfsSandbox(task.files, timeout_seconds=timeout), [tool]
+            sandbox = VfsSandbox(task.files, timeout_seconds=timeout, pool=state.bash_pool)
+            tools = [tool]
         if task.setup:
             await run_setup(sandbox, task.setup)
         agent = item.model.create(NamedWork(task.id, task.steps(mode)), item.trial)
@@ -211,6 +212,7 @@ class BashKind(Kind[Task, TaskResult]):
                 score, judge_calls = await _judge_checks(
                     task, judge, score, trace, item.trial, state.budget
                 )
+        sandbox.release()  # only here: a task that raised may have left a command running
         return TaskResult(
             nodeid=item.nodeid,
             task_id=task.id,
