@@ -175,7 +175,7 @@ def test_nothing_to_lose_counts_as_full_marks() -> None:
 
 def test_summary_fields_split_by_model() -> None:
     errors = [error("r4", "a"), error("bad-line", ""), error("r5", "c")]
-    fields = summary_fields([R1, R2, R3], errors, [])
+    fields = summary_fields([R1, R2, R3], errors)
     assert fields["results"] == [R1, R2, R3]
     assert fields["summary"] == build_summary([R1, R2, R3], errors=3)
     assert list(fields["by_model"]) == ["a", "b", "c"]
@@ -186,14 +186,14 @@ def test_summary_fields_split_by_model() -> None:
 
 def test_bad_dataset_lines_make_no_model_entry() -> None:
     """An error without a model (a bad dataset line) counts in the run, not in any model."""
-    fields = summary_fields([R3], [error("bad-1", ""), error("bad-2", "")], [])
+    fields = summary_fields([R3], [error("bad-1", ""), error("bad-2", "")])
     assert fields["summary"].errors == 2
     assert list(fields["by_model"]) == ["b"]
     assert fields["by_model"]["b"].errors == 0
 
 
 def test_only_bad_dataset_lines() -> None:
-    fields = summary_fields([], [error("bad", "")], [])
+    fields = summary_fields([], [error("bad", "")])
     assert fields["by_model"] == {}
     assert fields["summary"] == EvalSummary(errors=1)
 

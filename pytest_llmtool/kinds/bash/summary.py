@@ -304,11 +304,13 @@ def healthy_profile(s: EvalSummary) -> list[HealthCriterion]:
 
 
 def summary_fields(
-    results: Iterable[TaskResult], errors: list[ErrorRecord], scripting: list[TaskResult]
+    results: Iterable[TaskResult],
+    errors: list[ErrorRecord],
+    scripting: list[TaskResult] | None = None,
 ) -> dict[str, Any]:
     """The bash-task part of the run report: the summary and one per model, in one pass over
-    the results (which go into the report as they are). It keeps the scripting-tool results
-    in `scripting`, for the tool-mode summaries, so they take no pass of their own.
+    the results (which go into the report as they are). Given `scripting`, it keeps the
+    scripting-tool results there, for the tool-mode summaries: they take no pass of their own.
 
     Bad dataset lines have no model: they count in the run's errors, not in any model's."""
     overall = SummaryBuilder(len(errors))
@@ -317,7 +319,7 @@ def summary_fields(
         entry = Entry.of(r)
         overall.add_entry(entry)
         by_model.setdefault(r.model, SummaryBuilder()).add_entry(entry)
-        if r.scripting is not None:
+        if scripting is not None and r.scripting is not None:
             scripting.append(r)
     for e in errors:
         if e.model:
