@@ -13,10 +13,12 @@ the range of the per-round ratios says how noisy the machine was.
 
 from __future__ import annotations
 
+import math
 import sys
 
 from _harness import (
     PASSED,
+    Comparison,
     Run,
     compare,
     header,
@@ -63,8 +65,9 @@ def main() -> int:
 
     result = compare(times, n, base=(base_n, base_1), ours=(ours_n, ours_1))
     print_comparison(result, "run")
+    # Each round's own ratio, by the same rule as the judged one (NaN where noise swamped it).
     rounds = [
-        (o - o1) / (b - b1)
+        Comparison(n, b, o, b1, o1).per_item_ratio
         for b, b1, o, o1 in zip(
             times[base_n.label],
             times[base_1.label],
@@ -73,7 +76,10 @@ def main() -> int:
             strict=True,
         )
     ]
-    print(f"per-item ratio, round by round: {min(rounds):.2f}x-{max(rounds):.2f}x")
+    valid = [r for r in rounds if not math.isnan(r)]
+    span = f"{min(valid):.2f}x-{max(valid):.2f}x" if valid else "n/a"
+    swamped = len(rounds) - len(valid)
+    print(f"per-item ratio, round by round: {span}" + (f" ({swamped} swamped)" if swamped else ""))
     print(f"whole run:  ours/baseline = {result.whole_ratio:.2f}x (informational)")
     ok = verdict("per-item run cost", result.per_item_ratio, TARGET_PER_ITEM)
     return 1 if args.strict and not ok else 0

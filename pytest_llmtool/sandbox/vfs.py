@@ -48,7 +48,7 @@ class BashPool:
     Making one (Python and SQLite built in) costs about 0.5 ms, a third of a short task's own
     time; bashkit's `reset()`, 0.1 ms, puts one back to the state it was made in: the shell
     (variables, functions, aliases, options, traps, umask, cwd) and the filesystem, files an
-    agent wrote anywhere (`/tmp`, through Python or SQLite) included (`tests/test_sandbox.py`
+    agent wrote anywhere (`/tmp`, through Python or SQLite) included (`tests/test_loop.py`
     attacks it). So only interpreters made with no files and no custom builtins are pooled;
     a task's files are written after the reset, as the constructor writes them."""
 
@@ -88,7 +88,9 @@ class VfsSandbox:
         self._files = files
         self._timeout = timeout_seconds
         self._builtins = dict(builtins) if builtins else None
-        self._pool = pool if self._builtins is None else None
+        # Pooled: none of the task's own builtins, and files the reset empties and we rewrite.
+        poolable = self._builtins is None and all(p.startswith("/") for p in files)
+        self._pool = pool if poolable else None
         self._instance: Bash | None = None
 
     def release(self) -> None:
@@ -98,15 +100,15 @@ class VfsSandbox:
             self._pool.give(self._timeout, instance)
 
     def _make(self) -> Bash:
-        pooled = self._pool is not None and all(p.startswith("/") for p in self._files)
-        bash = self._pool.take(self._timeout) if self._pool is not None and pooled else None
+        pool = self._pool
+        bash = pool.take(self._timeout) if pool is not None else None
         if bash is None:
             bash = Bash(
                 username=USERNAME,
                 hostname=HOSTNAME,
                 # A pooled interpreter is made empty: a task's files are written after each
                 # reset, which would otherwise bring back the first task's.
-                files={} if pooled else dict(self._files),
+                files={} if pool is not None else dict(self._files),
                 profile=ExecutionProfile.Interactive,
                 max_commands=MAX_COMMANDS,
                 max_loop_iterations=MAX_LOOP_ITERATIONS,
@@ -115,15 +117,13 @@ class VfsSandbox:
                 python=True,
                 sqlite=True,
             )
-        if not pooled:
-            self._pool = None  # never given back
-            return bash
-        fs = bash.fs()
-        for path, text in self._files.items():
-            folder = path.rsplit("/", 1)[0]
-            if folder and not fs.exists(folder):
-                fs.mkdir(folder, True)
-            fs.write_file(path, text.encode())
+        if pool is not None:
+            fs = bash.fs()
+            for path, text in self._files.items():
+                folder = path.rsplit("/", 1)[0]
+                if folder and not fs.exists(folder):
+                    fs.mkdir(folder, True)
+                fs.write_file(path, text.encode())
         return bash
 
     @property

@@ -243,7 +243,8 @@ def bash_pass(report: EvalReport) -> BashPass:
 def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Comparison]:
     """Every pair of models per kind, then every pair of guidance documents per model, then
     each model's scripted against baseline mode."""
-    bash = bash or bash_pass(report)
+    if bash is None:
+        bash = bash_pass(report)
     found: list[Comparison] = []
     for kind, attempts in (
         ("bash", bash.attempts),
@@ -266,7 +267,8 @@ def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Compar
 
 def diagnostics(report: EvalReport, bash: BashPass | None = None) -> dict[str, Diagnostics]:
     """Per kind with two or more models, over the tasks every model ran."""
-    bash = bash or bash_pass(report)
+    if bash is None:
+        bash = bash_pass(report)
     found = {}
     for kind, attempts in (
         ("bash", bash.attempts),
