@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers import read_report, scenario, write_scenario
 
+import pytest_llmtool.sandbox.limits as limits_module
 from pytest_llmtool.sandbox.isolated import BwrapUnavailable, make_jail, require_bwrap
 from pytest_llmtool.sandbox.limits import (
     DiskWatch,
@@ -24,6 +25,7 @@ from pytest_llmtool.sandbox.limits import (
     enforced,
     limit_met,
     parse_limits,
+    pids_parent,
 )
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
@@ -300,3 +302,60 @@ def test_unisolated_a_detached_child_does_not_outlive_its_command(item_root: Pat
     result = run(f"(setsid sleep {marker} &); echo started", item_root, Limits(), sandbox="none")
     assert result.stdout == "started\n" and result.exit_code == 0
     assert not _processes_with(marker)
+
+
+needs_pids_cgroup = pytest.mark.skipif(
+    pids_parent() is None, reason="no pids cgroup here (not root, or none delegated)"
+)
+
+
+def _ours(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.glob(f"llmtool-{os.getpid()}-*"))
+
+
+@needs_pids_cgroup
+def test_a_cgroup_left_by_a_killed_run_with_the_same_pid_does_not_break_a_command(
+    item_root: Path,
+) -> None:
+    # A run killed with SIGKILL leaves its cgroups behind, and pids are reused: a later
+    # process with the same pid must not find its cgroup's name taken (CI saw every command
+    # of such a process crash with FileExistsError, as failed gates and item errors).
+    parent = pids_parent()
+    assert parent is not None
+    serial = next(limits_module._serial)
+    left = [parent / f"llmtool-{os.getpid()}-{serial + i}" for i in range(1, 6)]
+    for path in left:
+        path.mkdir()
+    try:
+        result = run("echo ok", item_root, Limits(), sandbox="none")
+        assert (result.exit_code, result.stdout) == (0, "ok\n")
+    finally:
+        for path in left:
+            path.rmdir()
+
+
+@needs_pids_cgroup
+def test_a_command_leaves_no_cgroup_behind_even_with_children_it_left(item_root: Path) -> None:
+    before = _ours(pids_parent() or Path())
+    result = run("sleep 30 & sleep 30 & echo ok", item_root, Limits(), sandbox="none")
+    assert result.stdout == "ok\n"
+    assert _ours(pids_parent() or Path()) == before
+
+
+@needs_pids_cgroup
+def test_the_empty_cgroups_of_gone_runs_are_swept(item_root: Path) -> None:
+    parent = pids_parent()
+    assert parent is not None
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # never a live pid
+    stale = [parent / f"llmtool-{gone}-0", parent / f"llmtool-{gone}-1-0a1b2c3d"]
+    live = parent / f"llmtool-{os.getpid()}-sweep-test"
+    for path in (*stale, live):
+        path.mkdir()
+    try:
+        limits_module._sweep(parent)
+        assert [p.exists() for p in stale] == [False, False]
+        assert live.exists()  # its owner still runs
+    finally:
+        for path in (*stale, live):
+            if path.exists():
+                path.rmdir()

@@ -24,8 +24,10 @@ import contextlib
 import itertools
 import os
 import re
+import secrets
 import shutil
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import cache
@@ -220,14 +222,25 @@ def pids_parent() -> Path | None:
             parent = Path(point) / path.lstrip("/")
             if v2 and "pids" not in _read(parent / "cgroup.subtree_control").split():
                 continue
-            probe = parent / f"llmtool-probe-{os.getpid()}"
+            probe = parent / f"{_PREFIX}probe-{secrets.token_hex(8)}"
             try:
                 probe.mkdir()
                 probe.rmdir()
             except OSError:
                 continue
+            _sweep(parent)
             return parent
     return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the empty cgroups of llmtool processes that are gone: a run killed with
+    SIGKILL cannot remove its own, and they would pile up in the machine's pids hierarchy."""
+    for entry in parent.glob(f"{_PREFIX}*"):
+        owner = entry.name.removeprefix(_PREFIX).split("-")[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            with contextlib.suppress(OSError):  # not empty: a process still runs in it
+                entry.rmdir()
 
 
 def _cgroup_mounts(lines: list[str]) -> Iterator[tuple[str, str, list[str]]]:
@@ -245,14 +258,18 @@ def _read(path: Path) -> str:
         return ""
 
 
+_PREFIX = "llmtool-"
 _serial = itertools.count()
+REMOVE_SECONDS = 2.0  # for killed processes to leave their cgroup, so that it can be removed
 
 
 class PidsCgroup:
     """One command's pids cgroup (root only): `pids.max` processes, killed together."""
 
     def __init__(self, parent: Path, procs: int) -> None:
-        self.path = parent / f"llmtool-{os.getpid()}-{next(_serial)}"
+        # The random part: a pid is reused, and a killed run's cgroup may still be there.
+        name = f"{_PREFIX}{os.getpid()}-{next(_serial)}-{secrets.token_hex(4)}"
+        self.path = parent / name
         self.path.mkdir()
         (self.path / "pids.max").write_text(str(procs))
 
@@ -279,9 +296,20 @@ class PidsCgroup:
                     os.kill(pid, signal.SIGKILL)
 
     def remove(self) -> None:
-        self.kill()
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        """Kill what is left, then remove the cgroup once the killed processes have left it
+        (they do so only when the kernel has finished them, a moment after SIGKILL)."""
+        deadline = time.monotonic() + REMOVE_SECONDS
+        while True:
+            self.kill()
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # left for the next run's sweep
+                time.sleep(0.005)
 
 
 def _used(root: Path) -> int:

@@ -224,45 +224,45 @@ async def run_shell(
 
     stopped: str | None = None
     try:
-        stopped = await _wait(proc, timeout, watch)
-        if stopped is not None:
-            if isolated:
-                _kill_jail(proc.pid)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
+        try:
+            stopped = await _wait(proc, timeout, watch)
+            if stopped is not None:
+                if isolated:
+                    _kill_jail(proc.pid)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
+                kill_all()
+                await proc.wait()
+        except BaseException:
+            # Cancelled (an interrupted run): kill first; should the sandbox's PID 1 survive
+            # this, bwrap's --die-with-parent kills it when bwrap goes. Then reap the killed
+            # process within a bound, so the event loop never closes with a child it owns.
             kill_all()
-            await proc.wait()
-    except BaseException:
-        # Cancelled (an interrupted run): kill first; should the sandbox's PID 1 survive this,
-        # bwrap's --die-with-parent kills it when bwrap goes. Then reap the killed process
-        # within a bound, so the event loop never closes with a child it still owns.
-        kill_all()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(proc.wait(), JAIL_EXIT_SECONDS)
+            raise
+        finally:
+            # Children that outlived the shell (backgrounded jobs) go with it.
+            kill_all()
+        held = False
+        try:
+            await asyncio.wait_for(asyncio.gather(out.done, err.done), OUTPUT_GRACE_SECONDS)
+        except TimeoutError:
+            held = True
+        limit = _limit(stopped, proc.returncode or 0, err.text(), cgroup, watch)
+    finally:
+        # However the command ended, its pipes and its cgroup go (a cgroup left behind
+        # stays in the machine's pids hierarchy).
         out.close()
         err.close()
         if cgroup is not None:
             cgroup.remove()
-        raise
-    finally:
-        # Children that outlived the shell (backgrounded jobs) go with it.
-        kill_all()
-    held = False
-    try:
-        await asyncio.wait_for(asyncio.gather(out.done, err.done), OUTPUT_GRACE_SECONDS)
-    except TimeoutError:
-        held = True
-    out.close()
-    err.close()
     stdout, stderr = out.text(), err.text()
     if held:
         stderr += "\n[output not read to its end: a process that left the command holds it]\n"
     exit_code = 124 if stopped == "timeout" else (proc.returncode or 0)
     if stopped == "timeout":
         stderr += f"\n[killed after {timeout:g} s timeout]\n"
-    limit = _limit(stopped, exit_code, stderr, cgroup, watch)
-    if cgroup is not None:
-        cgroup.remove()
     if limit is not None and limits is not None:
         exit_code = exit_code or 1
         stderr += f"\nlimit reached: {limits.show(limit)}\n"
