@@ -209,17 +209,11 @@ class AgentTrace(BaseModel):
     # The key of this run's `ModelSetup` in `EvalReport.setups`; None for an external agent's
     # trace and in a record from before it.
     setup: str | None = None
-    # The setup itself, in the process that ran the item only: it travels apart, once per
-    # distinct value (`roles.py`), not with every result.
-    _given: ModelSetup | None = PrivateAttr(default=None)
-
-    def record_setup(self, given: ModelSetup) -> None:
-        self.setup, self._given = given.key(), given
 
     @property
     def given(self) -> ModelSetup | None:
-        """The setup recorded in this process (see `setup`)."""
-        return self._given
+        """The setup recorded in this process (`RunTrace`); None in a trace read back."""
+        return getattr(self, "_given", None)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -289,6 +283,18 @@ class AgentTrace(BaseModel):
     @property
     def tool_calls_error(self) -> int:
         return len(self.tool_calls) - self.tool_calls_ok
+
+
+class RunTrace(AgentTrace):
+    """The trace of a run made in this process, which also holds the setup its model was
+    given: that travels apart, once per distinct value (`roles.py`), not with every result.
+    A subclass, so that the traces the controller reads back (several times per result at
+    the end of a run) carry no private attribute to initialise."""
+
+    _given: ModelSetup | None = PrivateAttr(default=None)
+
+    def record_setup(self, given: ModelSetup) -> None:
+        self.setup, self._given = given.key(), given
 
 
 class SubcommandMetrics(BaseModel):

@@ -184,6 +184,17 @@ def test_summary_fields_split_by_model() -> None:
     assert fields["by_model"]["c"] == EvalSummary(errors=1)
 
 
+def test_one_model_with_all_the_errors_has_the_runs_summary() -> None:
+    # Built once and copied: it must be what building it would give, and not the same object.
+    many = [result(f"t{i}", model="a", checks=((i % 3 > 0, 1.0),)) for i in range(40)]
+    fields = summary_fields(many, [error("t40", "a")])
+    assert fields["by_model"]["a"] == build_summary(many, errors=1) == fields["summary"]
+    assert fields["by_model"]["a"] is not fields["summary"]
+    # An error without a model is the run's only: the model's summary is built on its own.
+    fields = summary_fields(many, [error("bad-line", "")])
+    assert fields["by_model"]["a"] == build_summary(many, errors=0) != fields["summary"]
+
+
 def test_bad_dataset_lines_make_no_model_entry() -> None:
     """An error without a model (a bad dataset line) counts in the run, not in any model."""
     fields = summary_fields([R3], [error("bad-1", ""), error("bad-2", "")])

@@ -21,6 +21,7 @@ from pytest_llmtool.records import (
     Message,
     ModelParams,
     ModelSetup,
+    RunTrace,
     TextBlock,
     ToolCallResult,
     ToolResultBlock,
@@ -121,7 +122,7 @@ async def run_agent_loop(
     An abandoned call is the model's lost time only when the model was answering: if the
     provider was failing (retries in progress) or never answered a single call, the run says
     nothing about the model and ends as an infrastructure error instead."""
-    trace = AgentTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
+    trace = RunTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
     params: ModelParams | None = None
     try:

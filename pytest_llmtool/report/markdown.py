@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmtool.records import BaselineComparison, EvalReport, RunMetadata
@@ -38,7 +39,13 @@ class Code(str):
 
 def text(value: object) -> str:
     """Untrusted text as inert Markdown on one line: no HTML, links, images, code or cells."""
-    escaped = _SYNTAX.sub(r"\\\1", html.escape(str(value), quote=False))
+    return _inert(str(value))
+
+
+@lru_cache(maxsize=4096)
+def _inert(value: str) -> str:
+    # Cached: a large report repeats its models, categories, checks and verdicts per task.
+    escaped = _SYNTAX.sub(r"\\\1", html.escape(value, quote=False))
     return " ".join(escaped.split())
 
 
@@ -55,10 +62,16 @@ def _cell(value: str) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(_cell(h) for h in headers) + " |"]
-    out.append("|" + "|".join("---" for _ in headers) + "|")
+    out = [*_head(tuple((h, isinstance(h, Code)) for h in headers))]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return out
+
+
+@lru_cache(maxsize=256)
+def _head(headers: tuple[tuple[str, bool], ...]) -> tuple[str, str]:
+    """A table's header and rule lines (cached: every task's table has the same)."""
+    cells = (code(h) if as_code else text(h) for h, as_code in headers)
+    return "| " + " | ".join(cells) + " |", "|" + "|".join("---" for _ in headers) + "|"
 
 
 def markdown_lines(

@@ -48,13 +48,17 @@ def ratio(parts: Mapping[str, Sequence[tuple[float, float]]]) -> Interval | None
     standard error is sqrt(sum (num_i - R den_i)^2 / (n (n - 1))) / mean(den_i), turned into
     an effective sample size (`stats.effective_rate`). The estimate is the figure the summary
     prints. Tasks with a zero denominator say nothing about the ratio and are left out."""
+    # One attempt per task is the common case, and its sums are its parts.
     sums = [
-        (math.fsum(n for n, _ in pairs), math.fsum(d for _, d in pairs)) for pairs in parts.values()
+        pairs[0]
+        if len(pairs) == 1
+        else (math.fsum(n for n, _ in pairs), math.fsum(d for _, d in pairs))
+        for pairs in parts.values()
     ]
     units = [(n, d) for n, d in sums if d > 0]
     if not units:
         return None
-    method = _several({task: pairs for task, pairs in parts.items() if pairs})
+    method = _several(parts)
     k = len(units)
     total = math.fsum(d for _, d in units)
     estimate = math.fsum(n for n, _ in units) / total

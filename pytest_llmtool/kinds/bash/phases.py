@@ -28,6 +28,7 @@ from pytest_llmtool.records import (
     Message,
     ModelParams,
     ModelSetup,
+    RunTrace,
     TaskScore,
     TextBlock,
 )
@@ -122,7 +123,7 @@ async def generate(
     """One provider call with no tools, its script run once (`GENERATE_SECONDS`, then exit
     124): the trace holds the call and the run as one tool call, scored like any."""
     prompt = Message(role="user", content=[TextBlock(text=task.prompt)])
-    trace = AgentTrace(messages=[prompt])
+    trace = RunTrace(messages=[prompt])
     started = time.perf_counter()
     request = ChatRequest(system=task.system or GENERATE_SYSTEM, messages=[prompt], tools=[])
     response, call = await metered_chat(agent, request, number=1, price=price, budget=budget)

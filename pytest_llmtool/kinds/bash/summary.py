@@ -324,11 +324,14 @@ def summary_fields(
     for e in errors:
         if e.model:
             by_model.setdefault(e.model, SummaryBuilder()).errors += 1
-    return {
-        "summary": overall.build(),
-        "by_model": {model: builder.build() for model, builder in by_model.items()},
-        "results": results,
-    }
+    summary = overall.build()
+    if len(by_model) == 1 and next(iter(by_model.values())).errors == overall.errors:
+        # One model, with all the run's errors: its summary is the run's, built once (the
+        # intervals are what costs).
+        models = {model: summary.model_copy(deep=True) for model in by_model}
+    else:
+        models = {model: builder.build() for model, builder in by_model.items()}
+    return {"summary": summary, "by_model": models, "results": results}
 
 
 def _tokens(result: TaskResult) -> int:
