@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from helpers import read_report, write_dataset, write_guidance_comparison
 
-from pytest_llmtool.stats.compare import Attempt, by_side, compare, task_of
+from pytest_llmtool.records import EvalReport, EvalSummary, ModelInfo, RunMetadata
+from pytest_llmtool.stats.compare import Attempt, bash_pass, by_side, compare, task_of
 
 # ------------------------------------------------------------------------------ by hand
 
@@ -238,6 +239,25 @@ def test_one_model_has_no_comparison_and_no_diagnostics(
     assert (report["comparisons"], report["diagnostics"]) == ([], {})
     result.stdout.no_fnmatch_line("Comparisons*")
     result.stdout.no_fnmatch_line("Cross-model diagnostics:")
+
+
+class Unread(list[Any]):
+    """Results that fail the test if anything reads them."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the results were read")
+
+
+def test_a_run_of_one_model_pays_no_pass_for_comparisons() -> None:
+    # Each pass over a large run's results decodes every one; with one model nothing compares.
+    metadata = RunMetadata.model_construct(models=[ModelInfo.model_construct(name="a")])
+    report = EvalReport.model_construct(
+        metadata=metadata, by_model={"a": EvalSummary()}, tool_modes={}, results=Unread()
+    )
+    assert bash_pass(report) == ([], [])
+    report.by_model["b"] = EvalSummary()  # a second model: the pass is needed
+    with pytest.raises(AssertionError, match="were read"):
+        bash_pass(report)
 
 
 def test_guidance_documents_are_compared_per_model(

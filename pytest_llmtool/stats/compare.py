@@ -233,6 +233,10 @@ class BashPass(NamedTuple):
 def bash_pass(report: EvalReport) -> BashPass:
     attempts: list[Attempt] = []
     scripting: list[TaskResult] = []
+    models = {m.name for m in report.metadata.models} | set(report.by_model)
+    if len(models) < 2 and not report.tool_modes:
+        # One model and no scripting-tool results: nothing to compare, so no pass to pay.
+        return BashPass(attempts, scripting)
     for r in report.results:
         attempts.append(bash_attempt(r))
         if r.scripting is not None:
