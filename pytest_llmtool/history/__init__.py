@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
 from pytest_llmtool.report import Writer, report_json
 from pytest_llmtool.stats import wilson
-from pytest_llmtool.stats.outcomes import outcomes
+from pytest_llmtool.stats.outcomes import each_outcome
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -184,8 +184,8 @@ def _columns(version: int) -> str:
 
 
 def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> int:
-    """Add a run and its items; return the run's id."""
-    rows = outcomes(report, kinds)
+    """Add a run and its items; return the run's id. The items are read one at a time (the
+    run's row counts them after), so a large run is never held whole beside its report."""
     meta = report.metadata
     with transaction(path) as db:
         if meta.resumed:
@@ -204,8 +204,8 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                 meta.finished,
                 meta.exit_status,
                 json.dumps([m.name for m in meta.models]),
-                json.dumps(sorted({row.kind for row in rows})),
-                len(rows),
+                "[]",
+                0,
                 meta.plugin,
                 report.schema_version,
                 "".join(report_json(report)),
@@ -215,10 +215,15 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
         )
         run_id = cursor.lastrowid
         assert run_id is not None
-        db.executemany(
-            "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
+        seen: set[str] = set()
+        count = 0
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            nonlocal count
+            for r in each_outcome(report, kinds):
+                seen.add(r.kind)
+                count += 1
+                yield (
                     run_id,
                     r.kind,
                     r.nodeid,
@@ -236,8 +241,13 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                     r.output_tokens,
                     r.duration_ms,
                 )
-                for r in rows
-            ],
+
+        db.executemany(
+            "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows()
+        )
+        db.execute(
+            "UPDATE runs SET kinds = ?, items = ? WHERE id = ?",
+            (json.dumps(sorted(seen)), count, run_id),
         )
     return run_id
 

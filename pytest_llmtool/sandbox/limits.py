@@ -260,7 +260,7 @@ def _read(path: Path) -> str:
 
 _PREFIX = "llmtool-"
 _serial = itertools.count()
-REMOVE_SECONDS = 2.0  # for killed processes to leave their cgroup, so that it can be removed
+REMOVE_SECONDS = 0.5  # for killed processes to leave their cgroup (it blocks the event loop)
 
 
 class PidsCgroup:

@@ -9,7 +9,7 @@ outcome: they are not scored, but a history that dropped them would hide them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -129,13 +129,19 @@ def _other(kind: Kind[Any, Any], data: Any) -> Outcome | None:
 
 def outcomes(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> list[Outcome]:
     """Every scored and errored item of `report`; `kinds` reads third-party kinds' results."""
-    rows = [_task(r) for r in report.results] + [_scenario(r) for r in report.scenarios]
+    return list(each_outcome(report, kinds))
+
+
+def each_outcome(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> Iterator[Outcome]:
+    """`outcomes`, one at a time: a large run's history is written without holding them."""
+    yield from (_task(r) for r in report.results)
+    yield from (_scenario(r) for r in report.scenarios)
     for kind in kinds:
         section = report.extensions.get(kind.name, {}).get("results")
         if isinstance(section, list):
-            rows += [row for data in section if (row := _other(kind, data)) is not None]
-    rows += [
-        Outcome(
+            yield from (row for data in section if (row := _other(kind, data)) is not None)
+    for e in report.errors:
+        yield Outcome(
             kind=e.kind,
             nodeid=e.nodeid,
             task=task_of(e.nodeid, e.trial),
@@ -145,6 +151,3 @@ def outcomes(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> list[O
             category=e.category,
             passed=None,
         )
-        for e in report.errors
-    ]
-    return rows
