@@ -39,14 +39,19 @@ class Code(str):
 
 def text(value: object) -> str:
     """Untrusted text as inert Markdown on one line: no HTML, links, images, code or cells."""
-    return _inert(str(value))
+    shown = str(value)
+    return _short(shown) if len(shown) <= _SHORT else _inert(shown)
 
 
-@lru_cache(maxsize=4096)
 def _inert(value: str) -> str:
-    # Cached: a large report repeats its models, categories, checks and verdicts per task.
     escaped = _SYNTAX.sub(r"\\\1", html.escape(value, quote=False))
     return " ".join(escaped.split())
+
+
+# A large report repeats its models, categories, checks and verdicts in every task's section:
+# short texts are escaped once (long ones, such as command output, are rarely repeated).
+_SHORT = 120
+_short = lru_cache(maxsize=4096)(_inert)
 
 
 def code(value: object) -> str:
