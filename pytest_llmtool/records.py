@@ -212,8 +212,9 @@ class AgentTrace(BaseModel):
 
     @property
     def given(self) -> ModelSetup | None:
-        """The setup recorded in this process (`RunTrace`); None in a trace read back."""
-        return getattr(self, "_given", None)
+        """The setup this trace's model was given: known only to a `RunTrace`, in the
+        process that ran the item; None in a trace read back."""
+        return None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -295,6 +296,10 @@ class RunTrace(AgentTrace):
 
     def record_setup(self, given: ModelSetup) -> None:
         self.setup, self._given = given.key(), given
+
+    @property
+    def given(self) -> ModelSetup | None:
+        return self._given
 
 
 class SubcommandMetrics(BaseModel):
