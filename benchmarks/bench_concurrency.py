@@ -1,7 +1,8 @@
 """Overlapping model calls: `--llm-concurrency=16` against serial, on a slow fake server.
 
 The fake server from the test suite answers every call after `--latency` seconds (0.25 by
-default). Each of `--n` tasks (40) makes three calls: two tool calls and a final answer. Both
+default), with the rate-limit headers a real provider sends (a paid tier's limits, far above
+what the run uses). Each of `--n` tasks (40) makes three calls: two tool calls and a final answer. Both
 runs go through the real Anthropic client and the whole plugin, in the same benchmark run.
 The latency floor: serially, every call waits its latency (40 x 3 x 0.25 s = 30 s); with 16
 at once, each wave of 16 tasks waits three latencies (3 waves: 2.25 s), so no run can be
@@ -62,6 +63,12 @@ def script(server: FakeLLMServer, prompts: list[str]) -> None:
         )
 
 
+def provider_limits(server: FakeLLMServer) -> None:
+    """Answer with rate-limit headers, as both real providers do on every answer: buckets of a
+    paid tier (4,000 requests and 2M tokens a minute), far above what 16 calls at once use."""
+    server.rate_limit(requests_per_second=4000 / 60, tokens_per_minute=2_000_000, burst=4000)
+
+
 def main() -> None:
     args = parse_args(__doc__ or "", default_n=40, default_rounds=3)
     parser_latency = float(os.environ.get("LLMTOOL_BENCH_LATENCY", "0.25"))
@@ -75,6 +82,7 @@ def main() -> None:
     )
     with workdir(args.keep) as root, FakeLLMServer(latency=parser_latency) as slow:
         script(slow, write_tasks(root / "tasks.jsonl", args.n))
+        provider_limits(slow)
         write_tasks(root / "one.jsonl", 1)
         os.environ.update(
             ANTHROPIC_API_KEY="bench-key",
@@ -91,6 +99,7 @@ def main() -> None:
 
         with FakeLLMServer() as fast:
             script(fast, write_tasks(root / "tasks.jsonl", args.n))
+            provider_limits(fast)
             os.environ["ANTHROPIC_BASE_URL"] = fast.url
             # One task at a time, so the figure is the cost of a call, not of interleaving.
             serial_args = ["--llm-model=haiku", "--llm-concurrency=1", "tasks.jsonl"]

@@ -4,7 +4,7 @@ The fake server from the test suite answers after `LLMTOOL_BENCH_LATENCY` second
 a token bucket of `LLMTOOL_BENCH_RPS` requests per second (20, holding one second's worth),
 and sends the providers' rate-limit headers. `--n` tasks (40), three model calls each, run
 through the real Anthropic client and the whole plugin at `--llm-concurrency=16`, once with
-`--llm-adaptive=off` (a fixed window of 16) and once with it on (the default), interleaved over
+`--llm-adaptive=false` (a fixed window of 16) and once with it on (the default), interleaved over
 `--rounds`. Both get `--llm-retries=1000`, so the fixed window's 429 storm is retried to the end
 rather than failing tasks. Target: adaptive receives at most a tenth of fixed's 429s, at no
 worse than 1.1x its wall time.
@@ -34,7 +34,7 @@ def main() -> None:
     header(
         f"bench_ratelimit: {args.n} tasks x 3 model calls, fake server answering after "
         f"{latency} s behind a limit of {rps:g} requests/s",
-        ["fixed = --llm-adaptive=off, adaptive = on; both --llm-concurrency=16"],
+        ["fixed = --llm-adaptive=false, adaptive = true; both --llm-concurrency=16"],
     )
     times: dict[str, list[float]] = {"fixed": [], "adaptive": []}
     limited: dict[str, list[int]] = {"fixed": [], "adaptive": []}
@@ -43,8 +43,8 @@ def main() -> None:
         os.environ.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.url)
         common = ["--llm-model=haiku", "--llm-concurrency=16", "--llm-retries=1000", "tasks.jsonl"]
         runs = {
-            "fixed": Run("fixed", [*common, "--llm-adaptive=off"], PASSED, args.n),
-            "adaptive": Run("adaptive", [*common, "--llm-adaptive=on"], PASSED, args.n),
+            "fixed": Run("fixed", [*common, "--llm-adaptive=false"], PASSED, args.n),
+            "adaptive": Run("adaptive", [*common, "--llm-adaptive=true"], PASSED, args.n),
         }
         for index in range(args.rounds):
             order = ["fixed", "adaptive"] if index % 2 == 0 else ["adaptive", "fixed"]

@@ -109,6 +109,27 @@ def test_the_window_starts_modest_grows_while_there_is_room_and_never_passes_the
     assert Window(ceiling=2).limit == 2  # a ceiling below the start wins
 
 
+def test_in_slow_start_headers_showing_room_open_the_window_to_it_at_once() -> None:
+    roomy = RateInfo(requests=Bucket(remaining=1000, limit=1000, reset=60))
+    window = Window(ceiling=64, size=2)
+    _grow(window, 1, roomy)
+    assert window.limit == 64 and window.slow_start  # one answer, not sixty-two
+    some = RateInfo(requests=Bucket(remaining=9, limit=50, reset=60))
+    window = Window(ceiling=64, size=2)
+    _grow(window, 1, some)
+    assert window.limit == 9  # as far as the headers allow, no further
+    # Tokens count too, once a call's size is known: 10,000 left at 1,000 a call is room for 10.
+    tokens = RateInfo(tokens=Bucket(remaining=10_000, limit=100_000, reset=60))
+    window = Window(ceiling=64, size=2)
+    window.send(0.0)
+    window.answered(tokens, 0.0, tokens=1_000)
+    assert window.limit == 10
+    # Without headers, nothing says how much room there is: one more per answer.
+    window = Window(ceiling=64, size=2)
+    _grow(window, 1)
+    assert window.limit == 3
+
+
 def test_headers_showing_no_room_stop_the_growth_and_leave_slow_start() -> None:
     window = Window(ceiling=64)
     tight = RateInfo(requests=Bucket(remaining=3, limit=50, reset=10))

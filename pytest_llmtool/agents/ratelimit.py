@@ -7,9 +7,9 @@ Three parts, the first two pure (a clock is passed in, nothing sleeps):
   `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
   (reset an RFC 3339 instant) and OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
   (reset a duration such as `1s`, `20ms`, `6m0s`), and `retry-after` / `retry-after-ms`.
-- `Window` is the AIMD state: it starts small (`START`), grows by one per answer while the
-  headers show room (slow start: until the first sign of pressure) and then by one per window
-  of answers (additive increase), halves on a 429 (once per window: a burst of 429s from calls
+- `Window` is the AIMD state: it starts small (`START`), opens at once to the room an
+  answer's headers show (slow start: until the first sign of pressure; an answer without
+  headers grows it by one) and then by one per window of answers (additive increase), halves on a 429 (once per window: a burst of 429s from calls
   sent together is one signal) and sends nothing before the `retry-after` instant. Between
   answers it keeps its own copy of each bucket the headers described (what remained, minus
   what was sent since, plus the refill the headers imply), so a call waits for the bucket to
@@ -38,7 +38,10 @@ from datetime import datetime
 
 log = logging.getLogger(__name__)
 
-START = 4  # the first window: modest, whatever the ceiling
+# The first window, before any answer has said how much room there is: what the buckets of
+# the smallest paid tiers hold at once (Anthropic's first tier: 50 requests a minute; OpenAI's:
+# 500), and they are full when a run starts. Under a tighter limit the first 429 halves it.
+START = 16
 DEFAULT_HOLD = 1.0  # seconds to send nothing after a 429 that says nothing about when to retry
 # The longest wait any header can ask for: `retry-after: 99999999` or a reset in the year 9999
 # is an absurd value, not a reason to hold a provider for the rest of the run.
@@ -297,13 +300,13 @@ class Window:
             per_call = self.tokens_per_call or 0.0
             self.tokens = _mirror(info.tokens, others * per_call, now, self.tokens)
 
-    def _room_for_more(self, now: float) -> bool:
-        """Whether the headers leave room for a bigger window (no headers: nothing says no)."""
-        room = True
+    def _room(self, now: float) -> float:
+        """How many calls the headers leave room for now (infinite: nothing says)."""
+        room = math.inf
         if self.requests is not None:
-            room = self.requests.level_at(now) >= self.size + 1
-        if room and self.tokens is not None and self.tokens_per_call:
-            room = self.tokens.level_at(now) >= (self.size + 1) * self.tokens_per_call
+            room = self.requests.level_at(now)
+        if self.tokens is not None and self.tokens_per_call:
+            room = min(room, self.tokens.level_at(now) / self.tokens_per_call)
         return room
 
     def answered(self, info: RateInfo, now: float, tokens: int = 0) -> None:
@@ -313,12 +316,19 @@ class Window:
             old = self.tokens_per_call
             self.tokens_per_call = tokens if old is None else old + _EWMA * (tokens - old)
         self._learn(info, now)
-        if not self._room_for_more(now):
-            if info.requests is not None or info.tokens is not None:
+        room = self._room(now)
+        said = info.requests is not None or info.tokens is not None
+        if room < self.size + 1:
+            if said:
                 self.slow_start = False  # close to the limit: from now on, grow slowly
             return
-        step = 1.0 if self.slow_start else 1.0 / self.size
-        self.size = min(float(self.ceiling), self.size + step)
+        if self.slow_start and said and math.isfinite(room):
+            # The headers say how much room there is: open to it at once rather than one
+            # call per answer (a provider's first answers would otherwise cost round trips).
+            size = float(math.floor(room))
+        else:
+            size = self.size + (1.0 if self.slow_start else 1.0 / self.size)
+        self.size = min(float(self.ceiling), size)
         self.peak = max(self.peak, self.size)
 
     def limited(self, number: int, info: RateInfo, now: float) -> bool:
