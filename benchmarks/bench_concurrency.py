@@ -2,14 +2,14 @@
 
 The fake server from the test suite answers every call after `--latency` seconds (0.25 by
 default), with the rate-limit headers a real provider sends (a paid tier's limits, far above
-what the run uses). Each of `--n` tasks (40) makes three calls: two tool calls and a final answer. Both
-runs go through the real Anthropic client and the whole plugin, in the same benchmark run.
-The latency floor: serially, every call waits its latency (40 x 3 x 0.25 s = 30 s); with 16
-at once, each wave of 16 tasks waits three latencies (3 waves: 2.25 s), so no run can be
-faster than 30 / 2.25 = 13.3x. Target: at least 90% of that floor, judged with the fixed
-cost of a process (interpreter and pytest start-up, the SDK import of about a second,
-shutdown: the time of a one-task run against an instant server) subtracted from both, as
-the other benchmarks subtract start-up; the whole-run ratio is printed too.
+what the run uses). Each of `--n` tasks (40) makes three calls: two tool calls and a final
+answer. Both runs go through the real Anthropic client and the whole plugin, in the same
+benchmark run. The latency floor: serially, every call waits its latency (40 x 3 x 0.25 s = 30
+s); with 16 at once, each wave of 16 tasks waits three latencies (3 waves: 2.25 s), so no run
+can be faster than 30 / 2.25 = 13.3x. Target: at least 90% of that floor, judged with the fixed
+cost of a process (interpreter and pytest start-up, the SDK import of about a second, shutdown:
+the time of a one-task run against an instant server) subtracted from both, as the other
+benchmarks subtract start-up; the whole-run ratio is printed too.
 
 It also reports the framework's own cost per model call: the same tasks against a server that
 answers at once, with the start-up of a one-task run subtracted. That figure includes the fake

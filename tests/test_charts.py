@@ -7,6 +7,7 @@ import re
 import sys
 import warnings
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -384,6 +385,25 @@ def test_labels_are_one_short_line() -> None:
     assert label("x" * 30) == "x" * 30
     assert label("\x00") == "(none)"
     assert label("\u202eevil") == "evil"
+
+
+class _CountedReads(list[TaskResult]):
+    """Results that count the passes over them: a large run's are decoded as each is read."""
+
+    passes = 0
+
+    def __iter__(self) -> Iterator[TaskResult]:
+        self.passes += 1
+        return super().__iter__()
+
+
+def test_the_charts_read_the_results_in_one_pass() -> None:
+    pytest.importorskip("matplotlib")
+    report = _full()
+    report.results = counted = _CountedReads(report.results)
+    found = _names(charts(report))
+    assert "context_growth" in found and "turns_per_task" in found  # both read the traces
+    assert counted.passes == 1
 
 
 def test_tool_calls_count_bash_tasks_not_scenarios() -> None:

@@ -7,13 +7,13 @@ Three parts, the first two pure (a clock is passed in, nothing sleeps):
   `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
   (reset an RFC 3339 instant) and OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
   (reset a duration such as `1s`, `20ms`, `6m0s`), and `retry-after` / `retry-after-ms`.
-- `Window` is the AIMD state: it starts small (`START`), opens at once to the room an
-  answer's headers show (slow start: until the first sign of pressure; an answer without
-  headers grows it by one) and then by one per window of answers (additive increase), halves on a 429 (once per window: a burst of 429s from calls
-  sent together is one signal) and sends nothing before the `retry-after` instant. Between
-  answers it keeps its own copy of each bucket the headers described (what remained, minus
-  what was sent since, plus the refill the headers imply), so a call waits for the bucket to
-  refill instead of being sent into a 429.
+- `Window` is the AIMD state: it starts at `START`, opens at once to the room an answer's
+  headers show (slow start: until the first sign of pressure; an answer without headers grows
+  it by one) and then by one per window of answers (additive increase), halves on a 429 (once
+  per window: a burst of 429s from calls sent together is one signal) and sends nothing before
+  the `retry-after` instant. Between answers it keeps its own copy of each bucket the headers
+  described (what remained, minus what was sent since, plus the refill the headers imply), so a
+  call waits for the bucket to refill instead of being sent into a 429.
 - `Limiter` puts a `Window` on the event loop: `acquire` waits for room and says how long it
   waited; `answered`, `limited` and `failed` hand each call's outcome back.
 

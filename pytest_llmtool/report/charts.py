@@ -24,7 +24,7 @@ import math
 import unicodedata
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,8 +77,8 @@ def charts(report: EvalReport) -> list[Chart]:
     """Every chart the report has data for, in a fixed order; [] without matplotlib."""
     if not available():
         return []
-    palette = _Palette(report)
-    drawn = (_render(name, title, draw, report, palette) for name, title, draw in _CHARTS)
+    palette, traced = _Palette(report), _Traced(report)
+    drawn = (_render(name, title, draw, report, palette, traced) for name, title, draw in _CHARTS)
     return [chart for chart in drawn if chart is not None]
 
 
@@ -136,7 +136,7 @@ def _agent_model(agent: str) -> str:
 
 # A chart and what it counts (`n = 51 bash task runs`), said in its title.
 Drawn = tuple["Figure", str]
-Draw = Callable[[EvalReport, _Palette], "Drawn | None"]
+Draw = Callable[[EvalReport, _Palette, "_Traced"], "Drawn | None"]
 
 
 def _n(count: int, noun: str) -> str:
@@ -151,7 +151,7 @@ def _n_each(counts: Iterable[int], noun: str) -> str:
 
 
 def _render(
-    name: str, title: str, draw: Draw, report: EvalReport, palette: _Palette
+    name: str, title: str, draw: Draw, report: EvalReport, palette: _Palette, traced: _Traced
 ) -> Chart | None:
     """Draw one chart under our settings and save it as SVG; None when it has no data."""
     import matplotlib
@@ -180,7 +180,7 @@ def _render(
     ):
         # A name in a script DejaVu Sans lacks (CJK): the browser draws it with its own fonts.
         warnings.filterwarnings("ignore", "Glyph .* missing from", UserWarning)
-        drawn = draw(report, palette)
+        drawn = draw(report, palette, traced)
         if drawn is None:
             return None
         figure, counted = drawn
@@ -292,23 +292,49 @@ def _grouped_bars(
     return figure
 
 
-def _task_traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
-    """(model, trace) of every bash result, decoded as read."""
-    for r in report.results:
-        yield r.model, r.trace
+class _Traced:
+    """What the charts read off the traces, gathered in one pass when a chart first asks: the
+    results are decoded as they are read (`report/store.py`), so a large run's are not
+    decoded once per chart."""
+
+    def __init__(self, report: EvalReport) -> None:
+        self._report = report
+        self._read = False
+        # Input tokens by model and call number, of the runs that count tokens.
+        self._tokens: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self._counted_runs = 0
+        self._tool_calls: dict[str, list[int]] = defaultdict(list)  # per bash task, by model
+
+    def _gather(self) -> None:
+        if self._read:
+            return
+        self._read = True
+        for r in self._report.results:
+            self._tool_calls[r.model].append(r.trace.tool_call_count)
+            self._count_tokens(r.model, r.trace)
+        for s in self._report.scenarios:
+            if s.trace is not None:
+                self._count_tokens(s.model, s.trace)
+
+    def _count_tokens(self, model: str, trace: AgentTrace) -> None:
+        if any(call.input_tokens for call in trace.llm_calls):
+            self._counted_runs += 1
+            for call in trace.llm_calls:
+                self._tokens[model][call.call_number].append(call.input_tokens)
+
+    def tokens(self) -> tuple[dict[str, dict[int, list[int]]], int]:
+        """Input tokens by model and call number (bash tasks and scenarios), and how many
+        runs they come from; runs without token counts are left out."""
+        self._gather()
+        return self._tokens, self._counted_runs
+
+    def tool_calls(self) -> dict[str, list[int]]:
+        """Tool calls per bash task, by model."""
+        self._gather()
+        return self._tool_calls
 
 
-def _traces(report: EvalReport) -> Iterator[tuple[str, AgentTrace]]:
-    """(model, trace) of every bash result and every scenario that has a trace, one at a
-    time: the results are decoded as they are read (`report/store.py`)."""
-    for r in report.results:
-        yield r.model, r.trace
-    for s in report.scenarios:
-        if s.trace is not None:
-            yield s.model, s.trace
-
-
-def _pass_rate_by_category(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """Where each model fails: bash pass rate by category, with the 95% interval."""
     counted = [
         (category, model, c)
@@ -325,19 +351,13 @@ def _pass_rate_by_category(report: EvalReport, palette: _Palette) -> Drawn | Non
     return figure, _n(sum(c.tasks for _, _, c in counted), "bash task runs")
 
 
-def _context_growth(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _context_growth(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """How fast the prompt grows call by call: what makes long tasks expensive. Later call
     numbers average over fewer (the longer) tasks. Runs without token counts (offline
     models report 0 for every call) are left out rather than averaged in as zeros."""
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
-    tokens: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    runs = 0
-    for model, trace in _traces(report):
-        if any(call.input_tokens for call in trace.llm_calls):
-            runs += 1
-            for call in trace.llm_calls:
-                tokens[model][call.call_number].append(call.input_tokens)
+    tokens, runs = traced.tokens()
     if not tokens:
         return None
     figure, ax = _axes(4.2)
@@ -357,7 +377,7 @@ def _context_growth(report: EvalReport, palette: _Palette) -> Drawn | None:
     return figure, _n(runs, "runs with token counts")
 
 
-def _cost_vs_pass_rate(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _cost_vs_pass_rate(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """What a model's pass rate costs: one point per model and kind, cost per task run
     (judge calls included) against pass rate with its interval."""
     runs = sum(s.total_tasks for s in report.by_model.values() if s.total_cost_usd is not None)
@@ -406,7 +426,7 @@ def _cost_vs_pass_rate(report: EvalReport, palette: _Palette) -> Drawn | None:
     return figure, _n(runs, "priced runs")
 
 
-def _pass_at_k(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _pass_at_k(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """How much repeated attempts help: pass@k against k, per model (line style per kind)."""
     kinds = sorted(report.trials)
     series = [
@@ -444,7 +464,7 @@ def _pass_at_k(report: EvalReport, palette: _Palette) -> Drawn | None:
     return figure, _n_each([s.tasks for _, _, s in series], "tasks")
 
 
-def _speedups(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _speedups(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """Did the agents make the code faster: the typical speedup per agent against 1x
     (unchanged), on a log scale once the values span a factor of 4 (a speedup is a ratio).
     With an interval the point is its estimate, the geometric mean over tasks (`log-t`,
@@ -495,16 +515,14 @@ def _horizontal() -> dict[str, Any]:
     return {"vert": False}
 
 
-def _turns_per_task(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _turns_per_task(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """How much each model works per bash task: the spread of tool calls per task (a box per
     model; whiskers reach the extremes, so the chart's size does not grow with the tasks).
     Bash tasks only: a scenario's commands are another measure, counted in its own
     interaction metrics."""
     from matplotlib.ticker import MaxNLocator
 
-    counts: dict[str, list[int]] = defaultdict(list)
-    for model, trace in _task_traces(report):
-        counts[model].append(trace.tool_call_count)
+    counts = traced.tool_calls()
     if not any(any(c) for c in counts.values()):
         return None
     models = palette.order(counts)
@@ -532,7 +550,7 @@ def _turns_per_task(report: EvalReport, palette: _Palette) -> Drawn | None:
     return figure, _n(sum(len(c) for c in counts.values()), "bash task runs")
 
 
-def _scenario_gates(report: EvalReport, palette: _Palette) -> Drawn | None:
+def _scenario_gates(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
     """How close the models come on scenarios: the share of gates passed, by guidance
     document when the run had some (the interval is over scenarios, attempts clustered)."""
     guided = any(s.guidance for s in report.scenarios)
