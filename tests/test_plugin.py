@@ -350,6 +350,38 @@ def test_user_properties_reach_junit_xml(
         assert prop in xml
 
 
+def test_an_items_reports_share_its_keywords_and_properties(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # pytest keeps every report to the end; each copied its item's keywords and properties.
+    recorded = pytester.inline_run("--llm-model=oracle", "-p", "no:cacheprovider")
+    reports = [r for r in recorded.getreports("pytest_runtest_logreport") if r.user_properties]
+    by_item: dict[str, list[pytest.TestReport]] = {}
+    for report in reports:
+        by_item.setdefault(report.nodeid, []).append(report)
+    assert len(by_item) == 3 and all(len(r) == 3 for r in by_item.values())  # setup to teardown
+    for setup, call, teardown in by_item.values():
+        assert setup.user_properties is call.user_properties is teardown.user_properties
+        assert setup.keywords is call.keywords is teardown.keywords
+    # A pair that recurs across items is one tuple; the values are the item's own.
+    models = [dict(r[0].user_properties)["model"] for r in by_item.values()]
+    pairs = [r[0].user_properties[0] for r in by_item.values()]
+    assert models == ["oracle"] * 3 and pairs[0] is pairs[1] is pairs[2]
+    turns = {nodeid: dict(r[0].user_properties)["turns"] for nodeid, r in by_item.items()}
+    assert len(set(turns.values())) > 1  # each item still has its own figures
+
+
+def test_shared_property_pairs_keep_values_that_are_equal_but_written_apart() -> None:
+    from pytest_llmtool.run.compact import ReportSharing
+
+    sharing = ReportSharing()
+    first = sharing.pairs([("a", 1), ("b", True), ("c", 1.0), ("d", 0.0), ("e", float("nan"))])
+    again = sharing.pairs([("a", True), ("b", 1), ("c", 1), ("d", -0.0), ("e", float("nan"))])
+    assert [repr(v) for _, v in again] == ["True", "1", "1", "-0.0", "nan"]
+    same = sharing.pairs([("a", 1), ("b", True), ("c", 1.0), ("d", 0.0), ("f", {"x": 1})])
+    assert all(x is y for x, y in zip(first[:4], same[:4], strict=True))
+
+
 def test_summary_section_only_when_there_are_llm_items(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest()

@@ -591,6 +591,21 @@ def test_a_skip_reason_is_redacted_and_stays_a_skip() -> None:
     assert report.longrepr == ("t", 1, "Skipped: key [redacted OPENAI_API_KEY]")
 
 
+def test_redacting_a_report_keeps_the_properties_with_nothing_to_cut() -> None:
+    """Only a pair holding a secret is replaced: the others stay the tuples the item's other
+    reports share (`run/compact.py`)."""
+    from pytest_llmtool.report.redact import Redactor, redact_report
+
+    redact = Redactor({"OPENAI_API_KEY": "sk-proj-abcdefgh"})
+    clean, leaky = ("model", "oracle"), ("note", "used sk-proj-abcdefgh")
+    report = pytest.TestReport(
+        "t::x", ("t", 0, "x"), {}, "passed", None, "call", user_properties=[clean, leaky]
+    )
+    redact_report(redact, report, ())
+    assert report.user_properties[0] is clean
+    assert report.user_properties[1] == ("note", "used [redacted OPENAI_API_KEY]")
+
+
 def test_a_password_in_a_base_url_is_neither_logged_nor_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -90,7 +90,11 @@ def redact_report(redact: Redactor, report: pytest.TestReport, attrs: Iterable[s
         if redact(text) != text:
             report.longrepr = redact(text)
     report.sections = [(title, redact(content)) for title, content in report.sections]
-    report.user_properties = [(k, _value(redact, v)) for k, v in report.user_properties]
+    # A pair with nothing to cut stays the same tuple (`run/compact.py` shares it).
+    report.user_properties = [
+        pair if (value := _value(redact, pair[1])) is pair[1] else (pair[0], value)
+        for pair in report.user_properties
+    ]
     extras = getattr(report, "extras", None)
     if isinstance(extras, list):
         for extra in extras:

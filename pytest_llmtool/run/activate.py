@@ -25,7 +25,7 @@ from pytest_llmtool.report import (
     TerminalWriter,
     Writer,
 )
-from pytest_llmtool.run.compact import ReportSharing
+from pytest_llmtool.run.compact import SHARING_KEY, ReportSharing
 from pytest_llmtool.run.heap import thaw
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
@@ -54,9 +54,11 @@ def builtin_writers(config: pytest.Config) -> list[Writer]:
     return [
         TerminalWriter(),
         JsonWriter(),
+        # Before the charts: a large run's history row (its report as one text) and their
+        # plotting library are then not in memory at the same time.
+        *([HistoryWriter(history)] if history is not None else []),
         MarkdownWriter(),
         StepSummaryWriter(),
-        *([HistoryWriter(history)] if history is not None else []),
         *gaps,
         *inspect,
     ]
@@ -112,7 +114,8 @@ def activate(config: pytest.Config) -> None:
             config.pluginmanager.register(HtmlReport(controller), "llmtool-html")
     if controller is not None:
         config.pluginmanager.register(controller, "llmtool-controller")
-        config.pluginmanager.register(ReportSharing(), "llmtool-report-sharing")
+        sharing = config.stash[SHARING_KEY] = ReportSharing()
+        config.pluginmanager.register(sharing, "llmtool-report-sharing")
         if settings.judge_labels is not None or settings.judge_min_agreement:
             _register_calibration(config, settings)
         if settings.fail_on_regression and settings.baseline is None:

@@ -1,27 +1,34 @@
 """pytest's own reports, kept small on the reporting process of a very large run.
 
 pytest keeps every report (setup, call and teardown of every item) until the end of the
-session, for its summary. Under xdist each report arrives as a fresh copy of everything in
-it: an item's keywords, location and `user_properties` (our per-task metrics, a dozen
-pairs) come three times, and every name in them is a new string. At 100k items that is most
-of the controller's memory. So, before any other plugin sees a report, its values are made
-to share the equal ones of the item's first report and the common strings are interned.
-The values stay equal; only their identity changes: an item's reports share one keywords
-dict and one `user_properties` list (pytest and the plugins we know read them and never
-edit a report's after it is made).
+session, for its summary. Each report has its own copy of the item's keywords (a dict) and
+`user_properties` (a list: our per-task metrics, a dozen pairs); under xdist it arrives as a
+fresh copy of everything in it, every name a new string. At 100k items that is most of the
+controller's memory. So, before any other plugin sees a report, its values are made to share
+the equal ones of the item's first report, the common strings are interned, and the
+property pairs that recur across items (a model's name, a category, `passed: True`) are one
+tuple each. The values stay equal; only their identity changes: an item's reports share one
+keywords dict and one `user_properties` list (pytest and the plugins we know read them and
+never edit a report's after it is made).
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
+SHARING_KEY = pytest.StashKey["ReportSharing"]()
 # A string longer than this is likely unique (an error message, captured output): not
 # worth a place in the interned table.
 SHORT = 200
 SCALARS = (str, int, float, bool, type(None))
+# Scalars whose equal values of one type are the same value (not so `float`: -0.0 and NaN).
+_EXACT = frozenset({str, int, bool, type(None)})
 
 
 def _shared(value: Any) -> Any:
@@ -39,7 +46,8 @@ def _properties(report: pytest.TestReport) -> list[tuple[Any, tuple[type, str]]]
 
 
 class ReportSharing:
-    """Registered on the reporting process; acts on the reports xdist workers send."""
+    """Registered on the reporting process; acts on its own items' reports and on those xdist
+    workers send."""
 
     def __init__(self) -> None:
         # An item's first report (setup) until its teardown report arrives.
@@ -47,6 +55,7 @@ class ReportSharing:
         # One copy of each (name, value) property pair with a short scalar value: most recur
         # across items.
         self._pairs: dict[tuple[Any, tuple[type, str]], tuple[Any, Any]] = {}
+        self._local: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # this process's items'
 
     def _pair(self, name: Any, value: Any) -> tuple[Any, Any]:
         pair = (_shared(name), _shared(value))
@@ -54,10 +63,49 @@ class ReportSharing:
             return pair
         return self._pairs.setdefault((pair[0], _exact(value)), pair)
 
+    def pairs(self, properties: Iterable[tuple[str, Any]]) -> list[tuple[Any, Any]]:
+        """An item's properties as it adds them, each recurring pair shared with the other
+        items' (this process's items: their reports hold the item's own pairs). Cheaper than
+        `_pair` (once per item, not per report): a scalar is told apart by its type and value,
+        and a float's sign too (`0.0 == -0.0`); NaN, never equal, is not shared."""
+        table, shared = self._local, []
+        for pair in properties:
+            name, value = pair
+            kind = type(value)
+            key: tuple[Any, ...]
+            if kind is float:
+                if value != value:
+                    shared.append(pair)
+                    continue
+                key = (name, value, math.copysign(1.0, value))
+            elif kind in _EXACT and (kind is not str or len(value) <= SHORT):
+                key = (name, kind, value)
+            else:
+                shared.append(pair)
+                continue
+            shared.append(table.setdefault(key, pair))
+        return shared
+
+    def _share_local(self, report: pytest.TestReport) -> None:
+        """A report made in this process: its keywords and properties are copies of its
+        item's, the pairs themselves the item's own, so identity tells them apart cheaply."""
+        first = self._first.get(report.nodeid)
+        if first is None:
+            self._first[report.nodeid] = report
+        else:
+            if report.keywords == first.keywords:
+                report.keywords = first.keywords
+            mine, theirs = report.user_properties, first.user_properties
+            if len(mine) == len(theirs) and all(map(operator.is_, mine, theirs)):
+                report.user_properties = theirs
+        if report.when == "teardown":
+            self._first.pop(report.nodeid, None)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if getattr(report, "node", None) is None:
-            return  # made in this process: its values are the item's own, shared already
+            self._share_local(report)
+            return
         first = self._first.get(report.nodeid)
         if first is None:
             report.keywords = {_shared(k): v for k, v in report.keywords.items()}

@@ -21,6 +21,7 @@ import pytest
 from pytest_llmtool.agents import AgentError, ModelSpec
 from pytest_llmtool.kinds import Kind, Problem, Variant
 from pytest_llmtool.records import ErrorRecord, ItemResult
+from pytest_llmtool.run.compact import SHARING_KEY
 from pytest_llmtool.run.compat import item_tmp_path
 from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.sandbox import SandboxError
@@ -148,7 +149,9 @@ class LlmItem(pytest.Item):
             # `from None`: the report shows the one line, not the exception it replaces.
             message = f"infrastructure error: {type(exc).__name__}: {exc}"
             raise pytest.fail.Exception(message, pytrace=False) from None
-        self.user_properties += self.kind.properties(self.result)
+        properties = self.kind.properties(self.result)
+        sharing = self.config.stash.get(SHARING_KEY, None)  # the reporting process only
+        self.user_properties += properties if sharing is None else sharing.pairs(properties)
 
     def runtest(self) -> None:
         assert self.result is not None
