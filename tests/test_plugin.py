@@ -371,6 +371,38 @@ def test_an_items_reports_share_its_keywords_and_properties(
     assert len(set(turns.values())) > 1  # each item still has its own figures
 
 
+def test_the_reports_kept_to_the_end_are_frozen_before_the_report_is_built(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # The passes over the results set off collections; the run's reports need not be walked.
+    pytester.makeconftest(
+        """
+        import gc
+        from pytest_llmtool.report import Writer
+
+        seen = {}
+
+        def pytest_runtest_logreport(report):
+            seen["last report"] = gc.get_freeze_count()
+
+        class Probe(Writer):
+            def files(self, report, kinds, directory):
+                seen["writing"] = gc.get_freeze_count()
+                return []
+
+            def terminal(self, report, kinds):
+                return [f"frozen: {seen['last report']} then {seen['writing']}"]
+
+        def pytest_llmtool_writers(config):
+            return [Probe()]
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-model=oracle")
+    line = next(x for x in result.outlines if x.startswith("frozen: "))
+    before, after = (int(n) for n in line.removeprefix("frozen: ").split(" then "))
+    assert after > before
+
+
 def test_shared_property_pairs_keep_values_that_are_equal_but_written_apart() -> None:
     from pytest_llmtool.run.compact import ReportSharing
 

@@ -7,8 +7,11 @@ end (pytest's unraisable-exception check): about a tenth of a 2,000-task run, an
 every run that loads an SDK. `gc.freeze()` moves what exists to the permanent generation,
 which collections skip. `thaw`, pytest's last cleanup, gives it back, so a process that
 runs pytest again (pytester, `pytest.main`) collects the finished run's garbage as usual.
-Garbage already unreachable at a freeze waits for the thaw: little, as both freezes
-follow work that leaves little (collection; the first task, which imports the SDK).
+The controller freezes once more before it builds the report: the run's reports, kept to
+its end, are then skipped by the collections its passes over the results set off (0.5 s of
+a 20,000-task run's end). Garbage already unreachable at a freeze waits for the thaw:
+little, as the freezes follow work that leaves little (collection; the first task, which
+imports the SDK; the items, each result already taken from it).
 """
 
 from __future__ import annotations

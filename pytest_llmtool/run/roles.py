@@ -421,6 +421,9 @@ class Controller:
         llm = bool(self.config.stash.get(FINGERPRINT_KEY, {}))
         if not (self.errors or any(self.results.values()) or (interrupted and llm)):
             return
+        # The run's reports and items live to its end: the passes over the results below
+        # make much short-lived garbage, whose collections then skip them (`run/heap.py`).
+        freeze(self.config)
         # Runs even when the session was interrupted (before any item finished too), so a
         # partial run still leaves a report that says it is partial.
         # The session's status, which a resumed run sets from the whole run's results.
