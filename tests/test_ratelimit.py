@@ -130,6 +130,17 @@ def test_in_slow_start_headers_showing_room_open_the_window_to_it_at_once() -> N
     assert window.limit == 3
 
 
+@pytest.mark.parametrize("remaining", ["1e300", "inf", "nan", "-5", "lots"])
+def test_a_hostile_remaining_count_opens_the_window_no_further_than_the_ceiling(
+    remaining: str,
+) -> None:
+    window = Window(ceiling=24, size=2)
+    info = parse_headers({"anthropic-ratelimit-requests-remaining": remaining})
+    _grow(window, 1, info)
+    # To the ceiling at most; an unreadable count says nothing, so one more call.
+    assert window.limit == (24 if remaining == "1e300" else 3)
+
+
 def test_headers_showing_no_room_stop_the_growth_and_leave_slow_start() -> None:
     window = Window(ceiling=64)
     tight = RateInfo(requests=Bucket(remaining=3, limit=50, reset=10))
