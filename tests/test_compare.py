@@ -241,6 +241,20 @@ def test_one_model_has_no_comparison_and_no_diagnostics(
     result.stdout.no_fnmatch_line("Cross-model diagnostics:")
 
 
+def test_a_named_model_with_no_result_is_said_not_compared(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # Two models named, one's items all deselected: no comparison, and the report says why.
+    result = pytester.runpytest("--llm-model=oracle,nop", "-k", "oracle", "--llm-report=out")
+    assert read_report(pytester)["comparisons"] == []
+    said = "Not compared: nop (no scored result: its items were deselected, skipped or errored)"
+    result.stdout.fnmatch_lines([said])
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert f"## Comparisons\n\n{said}" in markdown
+    # Both with results: nothing to say.
+    pytester.runpytest("--llm-model=oracle,nop").stdout.no_fnmatch_line("Not compared*")
+
+
 class Unread(list[Any]):
     """Results that fail the test if anything reads them."""
 

@@ -64,6 +64,25 @@ def multiplicity_note(report: EvalReport) -> str | None:
     )
 
 
+def uncompared_note(report: EvalReport) -> str | None:
+    """The models the run named that have no scored result: said, rather than left out of the
+    comparisons without a word (their items were deselected, skipped or errored)."""
+    named = [m.name for m in report.metadata.models]
+    if len(named) < 2:
+        return None
+    scored = {m for m, s in report.by_model.items() if s.total_tasks}
+    scored |= {m for m, s in report.scenario_summary.items() if s.scenarios}
+    if report.optimization is not None:
+        scored |= {agent.split(":", 1)[-1] for agent in report.optimization.by_agent}
+    missing = [m for m in named if m not in scored]
+    if not missing:
+        return None
+    return (
+        f"Not compared: {', '.join(missing)} (no scored result: "
+        "its items were deselected, skipped or errored)"
+    )
+
+
 def comparisons_small(report: EvalReport) -> bool:
     return any_small(i for c in report.comparisons for i in (c.pass_difference, c.score_difference))
 

@@ -20,6 +20,7 @@ from pytest_llmtool.report.comparisons import (
     diagnostic_findings,
     flips,
     multiplicity_note,
+    uncompared_note,
 )
 from pytest_llmtool.stats import baseline
 from pytest_llmtool.stats.intervals import SMALL_NOTE
@@ -156,6 +157,9 @@ def _comparison_lines(report: EvalReport) -> list[str]:
         for said, tasks in flips(report):
             lines += ["", f"{text(said)}:", "", *(f"- {code(task)}" for task in tasks)]
         lines += [""]
+    if note := uncompared_note(report):
+        lines += [] if report.comparisons else ["", "## Comparisons"]
+        lines += ["", text(note), ""]
     findings = diagnostic_findings(report)
     if findings:
         lines += ["## Cross-Model Diagnostics", ""]

@@ -12,6 +12,7 @@ from pytest_llmtool.report.comparisons import (
     diagnostic_findings,
     flips,
     multiplicity_note,
+    uncompared_note,
 )
 from pytest_llmtool.stats.intervals import SMALL_NOTE
 from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
@@ -64,6 +65,8 @@ def comparison_lines(report: EvalReport) -> list[str]:
         lines += [SMALL_NOTE] if comparisons_small(report) else []
         lines += [note] if (note := multiplicity_note(report)) else []
         lines += [f"  {said}: {_few(tasks)}" for said, tasks in flips(report)]
+    if note := uncompared_note(report):
+        lines += [note]
     findings = diagnostic_findings(report)
     if findings:
         lines += [*([""] if lines else []), "Cross-model diagnostics:"]
