@@ -946,6 +946,11 @@ class AgentRunSummary(BaseModel):
     total_cost: float
 
 
+def agent_model(agent: str) -> str:
+    """The model of an optimization agent key, `agent:model` (`OptimizationRunSummary`)."""
+    return agent.split(":", 1)[-1]
+
+
 class OptimizationRunSummary(BaseModel):
     """FC-Eval's `agent_metrics_summary` by `agent:model`, and what the run cost in all."""
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.records import AgentTrace, EvalReport, Interval
+from pytest_llmtool.records import AgentTrace, EvalReport, Interval, agent_model
 from pytest_llmtool.stats import intervals
 from pytest_llmtool.stats.trials import attempt_of
 
@@ -113,7 +113,7 @@ class _Palette:
         names += [*report.by_model, *report.scenario_summary]
         names += [model for by_model in report.trials.values() for model in by_model]
         if report.optimization is not None:
-            names += [_agent_model(agent) for agent in report.optimization.by_agent]
+            names += [agent_model(agent) for agent in report.optimization.by_agent]
         self._index = {name: i for i, name in enumerate(dict.fromkeys(names))}
 
     def _place(self, model: str) -> int:
@@ -127,11 +127,6 @@ class _Palette:
 
     def order(self, models: Iterable[str]) -> list[str]:
         return sorted(set(models), key=lambda m: (self._place(m), m))
-
-
-def _agent_model(agent: str) -> str:
-    """The model of an optimization agent key, `agent:model`."""
-    return agent.split(":", 1)[-1]
 
 
 # A chart and what it counts (`n = 51 bash task runs`), said in its title.
@@ -487,7 +482,7 @@ def _speedups(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn |
             [row],
             xerr=_spread([(value, clipped)], scale=1.0),
             fmt="o",
-            color=palette.colour(_agent_model(agent)),
+            color=palette.colour(agent_model(agent)),
             markersize=6,
             **ERRORBAR,
         )

@@ -4,7 +4,7 @@ and `report.md` share (`stats/compare.py` computes them)."""
 from __future__ import annotations
 
 from pytest_llmtool import stats
-from pytest_llmtool.records import Comparison, EvalReport
+from pytest_llmtool.records import Comparison, EvalReport, agent_model
 from pytest_llmtool.stats.intervals import any_small, show_difference
 
 
@@ -73,7 +73,7 @@ def uncompared_note(report: EvalReport) -> str | None:
     scored = {m for m, s in report.by_model.items() if s.total_tasks}
     scored |= {m for m, s in report.scenario_summary.items() if s.scenarios}
     if report.optimization is not None:
-        scored |= {agent.split(":", 1)[-1] for agent in report.optimization.by_agent}
+        scored |= {agent_model(agent) for agent in report.optimization.by_agent}
     missing = [m for m in named if m not in scored]
     if not missing:
         return None

@@ -26,7 +26,6 @@ SHARING_KEY = pytest.StashKey["ReportSharing"]()
 # A string longer than this is likely unique (an error message, captured output): not
 # worth a place in the interned table.
 SHORT = 200
-SCALARS = (str, int, float, bool, type(None))
 # Scalars whose equal values of one type are the same value (not so `float`: -0.0 and NaN).
 _EXACT = frozenset({str, int, bool, type(None)})
 
@@ -45,6 +44,21 @@ def _properties(report: pytest.TestReport) -> list[tuple[Any, tuple[type, str]]]
     return [(name, _exact(value)) for name, value in report.user_properties]
 
 
+def _key(name: Any, value: Any) -> tuple[Any, ...] | None:
+    """A property pair's place in the shared table, cheaper than `_exact`: a scalar is told
+    apart by its type and value, a float by its value and sign (`0.0 == -0.0`); None for a
+    pair not worth sharing (a long or non-scalar value, a name that is not text) and for
+    NaN, never equal to itself."""
+    if type(name) is not str:
+        return None
+    kind = type(value)
+    if kind is float:
+        return None if value != value else (name, value, math.copysign(1.0, value))
+    if kind in _EXACT and (kind is not str or len(value) <= SHORT):
+        return (name, kind, value)
+    return None
+
+
 class ReportSharing:
     """Registered on the reporting process; acts on its own items' reports and on those xdist
     workers send."""
@@ -54,37 +68,19 @@ class ReportSharing:
         self._first: dict[str, pytest.TestReport] = {}
         # One copy of each (name, value) property pair with a short scalar value: most recur
         # across items.
-        self._pairs: dict[tuple[Any, tuple[type, str]], tuple[Any, Any]] = {}
-        self._local: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # this process's items'
+        self._pairs: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def _share(self, pair: tuple[Any, Any]) -> tuple[Any, Any]:
+        key = _key(*pair)
+        return pair if key is None else self._pairs.setdefault(key, pair)
 
     def _pair(self, name: Any, value: Any) -> tuple[Any, Any]:
-        pair = (_shared(name), _shared(value))
-        if type(name) is not str or type(value) not in SCALARS or len(repr(value)) > SHORT:
-            return pair
-        return self._pairs.setdefault((pair[0], _exact(value)), pair)
+        return self._share((_shared(name), _shared(value)))
 
     def pairs(self, properties: Iterable[tuple[str, Any]]) -> list[tuple[Any, Any]]:
         """An item's properties as it adds them, each recurring pair shared with the other
-        items' (this process's items: their reports hold the item's own pairs). Cheaper than
-        `_pair` (once per item, not per report): a scalar is told apart by its type and value,
-        and a float's sign too (`0.0 == -0.0`); NaN, never equal, is not shared."""
-        table, shared = self._local, []
-        for pair in properties:
-            name, value = pair
-            kind = type(value)
-            key: tuple[Any, ...]
-            if kind is float:
-                if value != value:
-                    shared.append(pair)
-                    continue
-                key = (name, value, math.copysign(1.0, value))
-            elif kind in _EXACT and (kind is not str or len(value) <= SHORT):
-                key = (name, kind, value)
-            else:
-                shared.append(pair)
-                continue
-            shared.append(table.setdefault(key, pair))
-        return shared
+        items' (this process's items: their reports hold the item's own pairs)."""
+        return [self._share(pair) for pair in properties]
 
     def _share_local(self, report: pytest.TestReport) -> None:
         """A report made in this process: its keywords and properties are copies of its
