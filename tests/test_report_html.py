@@ -241,6 +241,21 @@ class Tags(HTMLParser):
             self._row[-1] += data
 
 
+def test_the_banner_says_a_named_model_had_nothing_scored(pytester: pytest.Pytester) -> None:
+    # Its row would be missing from the verdicts, with nothing on top to say why.
+    write_dataset(pytester, TASKS)
+    run_html(pytester, "-k", "oracle")
+    top = top_markup(pytester.path / "report.html")
+    banner = top[top.index('<div class="llm-banner">') : top.index('<div class="llm-triage">')]
+    assert "<td>oracle</td>" in banner and "<td>nop</td>" not in banner
+    assert (
+        '<p class="llm-uncompared">Not compared: nop (no scored result: its items were '
+        "deselected, skipped or errored)</p>"
+    ) in banner
+    run_html(pytester)  # both scored: nothing to say
+    assert "llm-uncompared" not in top_markup(pytester.path / "report.html")
+
+
 def test_banner_matrix_and_failed_rows_open(pytester: pytest.Pytester) -> None:
     """Issue 22: the verdict on top, then every task against every model with the tasks where
     they disagree first, each cell linking to its row; a failed row shows its conversation."""

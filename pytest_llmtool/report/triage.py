@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pytest_llmtool.records import EvalReport
+from pytest_llmtool.report.comparisons import uncompared_note
 from pytest_llmtool.report.fragments import esc
 from pytest_llmtool.report.step_summary import model_verdicts
 from pytest_llmtool.stats.outcomes import Outcome, outcomes, task_of
@@ -41,8 +42,9 @@ NO_CATEGORY = "(none)"
 
 
 def banner(report: EvalReport, gate_line: str | None) -> str:
-    """Per model: passed of scored, the pass rate with its interval, errors; then the gate's
-    verdict (or the exit status), with PARTIAL said first."""
+    """Per model: passed of scored, the pass rate with its interval, errors, and the named
+    models with nothing scored; then the gate's verdict (or the exit status), with PARTIAL
+    said first."""
     parts = ['<div class="llm-banner">']
     if report.partial:
         parts.append(f'<p class="llm-partial">{esc(report.partial)}</p>')
@@ -53,6 +55,8 @@ def banner(report: EvalReport, gate_line: str | None) -> str:
     )
     head = "<tr><th>Model</th><th>Passed</th><th>Pass rate [95% CI]</th><th>Errors</th></tr>"
     parts.append(f'<table class="llm-verdicts"><thead>{head}</thead><tbody>{rows}</tbody></table>')
+    if note := uncompared_note(report):  # a named model the table would otherwise just omit
+        parts.append(f'<p class="llm-uncompared">{esc(note)}</p>')
     status = report.metadata.exit_status
     said = gate_line or f"Exit status {status}" + (" (all passed)" if status == 0 else "")
     verdict = "llm-pass" if status == 0 else "llm-fail"
