@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,9 @@ def test_a_run_under_xdist_is_one_row_with_its_items(
     assert (run_id, json.loads(models), json.loads(kinds)) == (1, ["oracle", "nop"], ["bash"])
     # 4 tasks x 2 models, less delta under the oracle (skipped: no solution).
     assert (items, exit_status, version) == (7, 1, 1)
-    assert EvalReport.model_validate_json(str(report)).metadata.exit_status == 1
+    # The report is kept compressed (a BLOB), whole: the same JSON as report.json's.
+    assert isinstance(report, bytes)
+    assert EvalReport.model_validate_json(zlib.decompress(report)).metadata.exit_status == 1
     rows = _query(
         _db(pytester),
         "SELECT task_id, model, category, outcome, score, max_score, rate FROM results "
@@ -214,3 +217,37 @@ def test_a_version_1_database_is_read_as_it_is_and_migrated_by_the_next_run(
         conn.execute("UPDATE runs SET complete = NULL, fingerprint = NULL")
     result = pytester.runpytest("--llm-baseline=last")
     result.stdout.fnmatch_lines(["passed over run 1: recorded without a dataset fingerprint"])
+
+
+def test_a_version_2_run_stored_as_text_is_still_read_and_new_runs_are_compressed(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    pytester.runpytest("--llm-model=oracle", "--llm-report=out")
+    db = _db(pytester)
+    text = (pytester.path / "out" / "report.json").read_text()
+    # As a version 2 plugin left it: the report as text.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET report = ?", (text,))
+        conn.execute("UPDATE schema_version SET version = 2")
+    assert history.load_report(db, 1)[1] == EvalReport.model_validate_json(text)
+    result = pytester.runpytest("--llm-model=oracle", "--llm-baseline=1")
+    result.stdout.fnmatch_lines(["*oracle*no detectable change*"])
+    assert _query(db, "SELECT version FROM schema_version") == [(3,)]
+    assert _query(db, "SELECT id, typeof(report) FROM runs") == [(1, "text"), (2, "blob")]
+    ((stored,),) = _query(db, "SELECT length(report) FROM runs WHERE id = 2")
+    assert isinstance(stored, int) and stored < len(text) / 4
+
+
+@pytest.mark.parametrize("stored", [b"not zlib", zlib.compress(b"\xff\xfe")])
+def test_a_damaged_compressed_report_names_its_run(
+    pytester: pytest.Pytester, dataset: Path, stored: bytes
+) -> None:
+    pytester.runpytest("--llm-model=oracle")
+    db = _db(pytester)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET report = ?", (stored,))
+    with pytest.raises(history.HistoryError, match=r"run 1 is damaged"):
+        history.load_report(db, 1)
+    result = pytester.runpytest("--llm-model=oracle", "--llm-baseline=1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --llm-baseline: *history.db: run 1 is damaged: *"])

@@ -3,17 +3,19 @@ May import: everything up to `kinds`.
 
 Run history: every run appended to a SQLite database (`--llm-history`).
 
-One row per run (its whole `EvalReport` JSON among them) and one per item. The controller
-writes it once, at session finish, in one transaction; WAL and a busy timeout let two runs
-finish at once. The database carries its schema version: each step of `MIGRATIONS` brings it
-one version up, and a database from a newer plugin is refused rather than misread.
+One row per run (its whole `EvalReport` JSON among them, zlib-compressed) and one per item.
+The controller writes it once, at session finish, in one transaction; WAL and a busy timeout
+let two runs finish at once. The database carries its schema version: each step of
+`MIGRATIONS` brings it one version up, and a database from a newer plugin is refused rather
+than misread.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,7 +50,7 @@ def _v1(db: sqlite3.Connection) -> None:
             items INTEGER NOT NULL,
             plugin TEXT NOT NULL,
             schema_version INTEGER NOT NULL,  -- of the report
-            report TEXT NOT NULL  -- the whole EvalReport JSON
+            report TEXT NOT NULL  -- the whole EvalReport JSON (zlib-compressed from v3)
         )"""
     )
     db.execute(
@@ -81,8 +83,14 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN fingerprint TEXT")  # JSON: kind -> digest
 
 
+def _v3(db: sqlite3.Connection) -> None:
+    """Runs recorded from now on keep `report` zlib-compressed (a BLOB; `_report_text`
+    reads both). The schema is unchanged: the version tells an older plugin, which would
+    take the BLOB for a damaged run, to refuse the database instead."""
+
+
 # Step n brings a database from version n to n + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
 VERSION = len(MIGRATIONS)
 
 
@@ -178,6 +186,26 @@ def _loads(path: Path, run_id: int, column: str, text: Any) -> Any:
         raise HistoryError(f"{path}: run {run_id} is damaged (its {column})") from None
 
 
+def _packed(pieces: Iterable[str]) -> bytes:
+    """The report's JSON compressed a piece at a time. Stored whole as text, a 20,000-task
+    report (20 MB) was held three times at once (the text and SQLite's two copies) and grew
+    the database by as much; compressed it is a tenth to a fiftieth of that, and never whole."""
+    packer = zlib.compressobj(1)
+    packed = [packer.compress(piece.encode("utf-8")) for piece in pieces]
+    packed.append(packer.flush())
+    return b"".join(packed)
+
+
+def _report_text(path: Path, run_id: int, stored: str | bytes) -> str:
+    """A stored run's report JSON: compressed since version 3, text before."""
+    if isinstance(stored, str):
+        return stored
+    try:
+        return zlib.decompress(stored).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError, TypeError) as exc:
+        raise HistoryError(f"{path}: run {run_id} is damaged: {exc}") from None
+
+
 def _columns(version: int) -> str:
     """The run columns `last` needs, as NULL in a database from before version 2."""
     return "complete, fingerprint" if version >= 2 else "NULL, NULL"
@@ -208,7 +236,7 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
                 0,
                 meta.plugin,
                 report.schema_version,
-                "".join(report_json(report)),
+                _packed(report_json(report)),
                 None if meta.complete is None else int(meta.complete),
                 json.dumps(meta.fingerprint, sort_keys=True),
             ),
@@ -287,8 +315,9 @@ def latest_complete(
             elif found != fingerprint:
                 passed.append(f"run {run_id}: another dataset (task ids or content differ)")
             elif not complete:
-                text = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
-                passed.append(f"run {run_id}: partial, {_partial(text[0])}")
+                row = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
+                text = _report_text(path, run_id, row[0])
+                passed.append(f"run {run_id}: partial, {_partial(text)}")
             else:
                 return int(run_id), passed
     return None, passed
@@ -323,7 +352,7 @@ def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport
         row = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise HistoryError(f"no run {run} in {path}")
-    return run_id, _report(path, row[0], run_id)
+    return run_id, _report(path, _report_text(path, run_id, row[0]), run_id)
 
 
 class HistoryWriter(Writer):
