@@ -371,6 +371,45 @@ def test_an_items_reports_share_its_keywords_and_properties(
     assert len(set(turns.values())) > 1  # each item still has its own figures
 
 
+def test_a_task_is_let_go_once_its_items_have_run(pytester: pytest.Pytester, dataset: Path) -> None:
+    # pytest keeps every item to the end; a task held by them all was a large run's biggest
+    # cost. Two models share each task: it goes when both have run, and the reports still
+    # name its category.
+    pytester.makeconftest(
+        """
+        import gc, weakref
+        from pytest_llmtool.run.items import LlmItem
+
+        tasks = []
+        seen = {}
+
+        def pytest_collection_finish(session):
+            works = {id(i.work): i.work for i in session.items if isinstance(i, LlmItem)}
+            tasks.extend(weakref.ref(w) for w in works.values())
+
+        def pytest_runtest_logfinish(nodeid):
+            gc.collect()
+            seen[nodeid] = sum(t() is not None for t in tasks)
+
+        def pytest_terminal_summary(terminalreporter):
+            terminalreporter.write_line(f"alive: {list(seen.values())} of {len(tasks)}")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--llm-model=oracle,nop", "-p", "no:randomly", "--llm-report=out"
+    )
+    # Items run task by task, each under oracle then nop: a task lives until its nop item ran.
+    result.stdout.fnmatch_lines(["alive: [4, 3, 3, 2, 2, 1, 1, 0] of 4"])
+    report = read_report(pytester)
+    categories = {(r["task_id"], r["category"]) for r in report["results"]}
+    assert categories == {
+        ("alpha", "files"),
+        ("beta", "text"),
+        ("gamma", "text"),
+        ("delta", "misc"),
+    }
+
+
 def test_the_reports_kept_to_the_end_are_frozen_before_the_report_is_built(
     pytester: pytest.Pytester, dataset: Path
 ) -> None:

@@ -164,7 +164,7 @@ class HtmlItems:
             row: dict[str, Any] = {
                 "model": item.model.name,
                 "kind": item.kind.name,
-                "category": item.kind.category(item.work),
+                "category": item.category,
                 "trial": item.trial + 1,
             }
             result = item.result

@@ -87,7 +87,12 @@ class LlmItem(pytest.Item):
 
     def __init__(self, *, work: Any, variant: Variant, lineno: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.work = work
+        # The task, for its run only: the runner lets it go after the item's teardown (pytest
+        # keeps every item to the end of the session, and a small task's models take 2 KB).
+        # What the reports need of it is kept apart.
+        self.work: Any = work
+        self.task_id = self.kind.task_id(work)
+        self.category = self.kind.category(work)
         self.variant = variant
         self.lineno = lineno
         # The per-run state, set here in one order for every item: attributes first set later,
@@ -112,10 +117,6 @@ class LlmItem(pytest.Item):
     @property
     def trial(self) -> int:
         return self.variant.trial
-
-    @property
-    def task_id(self) -> str:
-        return self.kind.task_id(self.work)
 
     def start(self) -> None:
         """Start the run in the background; idempotent. Called ahead of `setup` for the next
@@ -181,7 +182,7 @@ class LlmItem(pytest.Item):
             kind=self.kind.name,
             task_id=self.task_id,
             model=self.model.name,
-            category=self.kind.category(self.work),
+            category=self.category,
             trial=self.trial,
             message=message,
         )

@@ -204,6 +204,8 @@ class Runner:
                 if not self._refrozen:  # the first task imported the SDK it calls
                     self._refrozen = True
                     freeze(item.config)
+        if isinstance(item, LlmItem) and report.when == "teardown":
+            item.work = None  # an item runs once (`LlmItem.start`), skipped or not
         failed_setup = report.when == "setup" and report.failed
         if failed_setup and isinstance(item, LlmItem | BadInputItem):
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
