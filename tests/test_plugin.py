@@ -442,6 +442,34 @@ def test_the_reports_kept_to_the_end_are_frozen_before_the_report_is_built(
     assert after > before
 
 
+def test_collection_pauses_the_collector_and_takes_what_it_left_unreachable() -> None:
+    import gc
+    import weakref
+
+    from pytest_llmtool.run.heap import paused
+
+    class Node:
+        other: Any = None
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only a collection frees it
+        gone = weakref.ref(a)
+        del a, b
+        assert gone() is not None
+    assert gc.isenabled() and gone() is None
+    # A collector the user turned off stays off.
+    gc.disable()
+    try:
+        with paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_shared_property_pairs_keep_values_that_are_equal_but_written_apart() -> None:
     from pytest_llmtool.run.compact import ReportSharing
 

@@ -23,6 +23,7 @@ from pytest_llmtool.kinds import Kind, Problem, Variant
 from pytest_llmtool.records import ErrorRecord, ItemResult
 from pytest_llmtool.run.compact import SHARING_KEY
 from pytest_llmtool.run.compat import item_tmp_path
+from pytest_llmtool.run.heap import paused
 from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.sandbox import SandboxError
 
@@ -38,6 +39,10 @@ class LlmFile(pytest.File):
         self.kind = kind
 
     def collect(self) -> Iterator[pytest.Item]:
+        with paused():
+            yield from self._items()
+
+    def _items(self) -> Iterator[pytest.Item]:
         state = self.config.stash[STATE_KEY]
         kind, trials = self.kind, state.settings.trials
         for lineno, work in kind.load(self.path):
