@@ -343,3 +343,25 @@ def test_several_signals_come_in_a_fixed_order() -> None:
         "10.0",
         "1/1",
     ]
+
+
+def test_call_usage_sums_the_calls_and_keeps_an_unpriced_cost_unknown() -> None:
+    from pytest_llmtool.records import CallUsage, LLMCallMetrics
+
+    def call(n: int, cost: float | None) -> LLMCallMetrics:
+        return LLMCallMetrics(
+            call_number=n, input_tokens=100 * n, output_tokens=n, cache_read_tokens=n,
+            cache_write_tokens=2 * n, retries=n % 2, cost_usd=cost, latency_ms=1.0,
+            cumulative_input=0, tool_calls_made=0,
+        )  # fmt: skip
+
+    unpriced = CallUsage.of([call(1, None), call(2, None)])
+    assert (unpriced.calls, unpriced.input_tokens, unpriced.cost_usd) == (2, 300, None)
+    usage = CallUsage.of([call(1, 0.25), call(2, None), call(3, 0.5)])
+    assert usage.model_dump() == {
+        "calls": 3, "input_tokens": 600, "output_tokens": 6, "cache_read_tokens": 6,
+        "cache_write_tokens": 12, "retries": 2, "cost_usd": 0.75,
+    }  # fmt: skip
+    usage.add([])
+    usage.add([call(4, 0.125)])
+    assert (usage.calls, usage.input_tokens, usage.retries, usage.cost_usd) == (4, 1000, 2, 0.875)
