@@ -189,7 +189,8 @@ def _loads(path: Path, run_id: int, column: str, text: Any) -> Any:
 def _packed(pieces: Iterable[str]) -> bytes:
     """The report's JSON compressed a piece at a time. Stored whole as text, a 20,000-task
     report (20 MB) was held three times at once (the text and SQLite's two copies) and grew
-    the database by as much; compressed it is a tenth to a fiftieth of that, and never whole."""
+    the database by as much; compressed it is a seventh (a real run's) to a fiftieth of that,
+    and never whole."""
     packer = zlib.compressobj(1)
     packed = [packer.compress(piece.encode("utf-8")) for piece in pieces]
     packed.append(packer.flush())

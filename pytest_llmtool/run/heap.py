@@ -1,17 +1,19 @@
 """Keeping the garbage collector's full passes off the run's long-lived objects.
 
-After collection a run holds objects that live until it ends: the items and their tasks,
-the imported SDKs (the Anthropic client alone is some 160,000 objects). CPython's full
-collections walk every one of them, several times during a large run and twice more at its
-end (pytest's unraisable-exception check): about a tenth of a 2,000-task run, and 0.2 s of
-every run that loads an SDK. `gc.freeze()` moves what exists to the permanent generation,
-which collections skip. `thaw`, pytest's last cleanup, gives it back, so a process that
-runs pytest again (pytester, `pytest.main`) collects the finished run's garbage as usual.
-The controller freezes once more before it builds the report: the run's reports, kept to
-its end, are then skipped by the collections its passes over the results set off (0.5 s of
-a 20,000-task run's end). Garbage already unreachable at a freeze waits for the thaw:
-little, as the freezes follow work that leaves little (collection; the first task, which
-imports the SDK; the items, each result already taken from it).
+After collection a run holds objects that live until it ends: the items (and their tasks,
+until each has run), the imported SDKs (the Anthropic client alone is some 160,000 objects).
+CPython's full collections walk every one of them, several times during a large run and
+twice more at its end (pytest's unraisable-exception check): about a tenth of a 2,000-task
+run, and 0.2 s of every run that loads an SDK. `gc.freeze()` moves what exists to the
+permanent generation, which collections skip. `thaw`, pytest's last cleanup, gives it back,
+so a process that runs pytest again (pytester, `pytest.main`) collects the finished run's
+garbage as usual. The controller freezes once more before it builds the report: the run's
+reports, kept to its end, are then skipped by the collections its passes over the results
+set off (0.5 s of a 20,000-task run's end). Garbage already unreachable at a freeze waits
+for the thaw: little, as the freezes follow work that leaves little (collection; the first
+task, which imports the SDK; the items, each result already taken from it). While collection
+makes them the collector is paused (`paused`), as its full passes would walk them over and
+over.
 """
 
 from __future__ import annotations
