@@ -4,7 +4,9 @@ judge against people's labels (`calibrate.py`, exit status 9 when it drifted fro
 when there are too few labels to tell, 2 when a label cannot be read).
 
 `llmtool history list` (or `llmtool history`), `llmtool history trend`, `llmtool history show
-RUN_ID`: a table by default, JSON with `--json` (for scripts and dashboards). The database is
+RUN_ID`: a table by default, JSON with `--json` (for scripts and dashboards). `llmtool history
+report RUN_ID` prints a run's `report.json` as the history keeps it (compressed in the
+database). The database is
 the one the plugin writes: `llm_history` of the ini file pytest finds from here, relative to
 its rootdir, unless `--db` names another. Exit status 0, or 2 with a one-line message when the
 database or the run is not there. Output piped into `head` ends quietly.
@@ -96,6 +98,11 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
     ]
     lines += ["", *format_table(["Item", "Outcome", "Score", "Cost"], items)]
     return run, lines
+
+
+def _report(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    _, text = history.stored_report(args.db, "last" if args.run == "last" else int(args.run))
+    return json.loads(text), [text]
 
 
 def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
@@ -203,6 +210,11 @@ def parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", parents=[common], help="one run and its items")
     show.add_argument("run", type=_run_ref, metavar="RUN_ID", help="a run id, or 'last'")
     show.set_defaults(handler=_show)
+    report = actions.add_parser(
+        "report", parents=[common], help="one run's report.json, as the history keeps it"
+    )
+    report.add_argument("run", type=_run_ref, metavar="RUN_ID", help="a run id, or 'last'")
+    report.set_defaults(handler=_report)
     gaps = commands.add_parser(
         "gaps",
         help="the gap report of recorded runs, replayed on the current bashkit sandbox",

@@ -1,4 +1,5 @@
-"""The `llmtool` console command: `history list`, `trend` and `show`, as tables and JSON.
+"""The `llmtool` console command: `history list`, `trend`, `show` and `report`, as tables
+and JSON.
 
 The history is two runs of `helpers.TASKS`: run 1 with oracle and nop, run 2 with nop alone.
 By hand: oracle passes alpha and beta and fails gamma (delta skipped): 2/3; nop passes delta
@@ -96,6 +97,20 @@ def test_show(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert ["data.jsonl::gamma[oracle]", "fail", "1/2", "-"] in [
         line.split() for line in out.splitlines()
     ]
+
+
+def test_report_prints_a_runs_report_json_as_kept(
+    pytester: pytest.Pytester, dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out")
+    db = pytester.path / ".llmtool" / "history.db"
+    written = (pytester.path / "out" / "report.json").read_text()
+    capsys.readouterr()  # the run's own output
+    assert main(["history", "report", "last", "--db", str(db)]) == 0
+    assert capsys.readouterr().out == written + "\n"  # the same text, byte for byte
+    assert _json(capsys, "history", "report", "1", "--db", str(db)) == json.loads(written)
+    assert main(["history", "report", "2", "--db", str(db)]) == 2
+    assert "no run 2 in" in capsys.readouterr().err
 
 
 def test_a_missing_database_or_run_is_one_line(

@@ -344,6 +344,12 @@ def _report(path: Path, text: str, run_id: int) -> EvalReport:
 
 def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport]:
     """A stored run's id and `EvalReport`, by id or `last` (the newest run)."""
+    run_id, text = stored_report(path, run)
+    return run_id, _report(path, text, run_id)
+
+
+def stored_report(path: Path, run: int | Literal["last"]) -> tuple[int, str]:
+    """A stored run's id and its `report.json` text as stored, by id or `last`."""
     if not path.is_file():
         raise HistoryError(f"no run history at {path}")
     run_id = latest_run(path) if run == "last" else run
@@ -353,7 +359,7 @@ def load_report(path: Path, run: int | Literal["last"]) -> tuple[int, EvalReport
         row = db.execute("SELECT report FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise HistoryError(f"no run {run} in {path}")
-    return run_id, _report(path, _report_text(path, run_id, row[0]), run_id)
+    return run_id, _report_text(path, run_id, row[0])
 
 
 class HistoryWriter(Writer):
