@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_llmtool import history
 from pytest_llmtool.agents.base import AgentError
@@ -75,7 +75,7 @@ def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
-    run = history.show(args.db, "last" if args.run == "last" else int(args.run))
+    run = history.show(args.db, args.run)
     lines = [*([run["partial"]] if run["partial"] else [])]
     lines += [
         f"run {run['id']}: {run['started']} to {run['finished']}, exit status "
@@ -101,7 +101,7 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def _report(args: argparse.Namespace) -> tuple[Any, list[str]]:
-    _, text = history.stored_report(args.db, "last" if args.run == "last" else int(args.run))
+    _, text = history.stored_report(args.db, args.run)
     return json.loads(text), [text]
 
 
@@ -166,11 +166,14 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _run_ref(text: str) -> str:
+def _run_ref(text: str) -> int | Literal["last"]:
+    """A run id, or `last`: what `show` and `report` take, as the history module takes it."""
+    if text == "last":
+        return "last"
     # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
-    if text != "last" and not (text.isascii() and text.isdigit()):
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"expected a run id or 'last', got {text!r}")
-    return text
+    return int(text)
 
 
 def parser() -> argparse.ArgumentParser:
