@@ -54,8 +54,6 @@ def builtin_writers(config: pytest.Config) -> list[Writer]:
     return [
         TerminalWriter(),
         JsonWriter(),
-        # Before the charts: a large run's history row (its report as one text) and their
-        # plotting library are then not in memory at the same time.
         *([HistoryWriter(history)] if history is not None else []),
         MarkdownWriter(),
         StepSummaryWriter(),
