@@ -410,6 +410,31 @@ def test_a_task_is_let_go_once_its_items_have_run(pytester: pytest.Pytester, dat
     }
 
 
+def test_the_window_keeps_the_next_items_started_and_no_more(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # Each item starts only what the window newly reaches; the window must still cover the
+    # next `--llm-concurrency` items at every step, and nothing past them.
+    pytester.makeconftest(
+        """
+        from pytest_llmtool.run.items import LlmItem
+
+        def pytest_runtest_call(item):
+            items = item.session.items
+            at = items.index(item)
+            started = [n for n, it in enumerate(items) if it._started]
+            window = items[: at + 3]  # a task skipped at collection is never started
+            expected = [n for n, it in enumerate(window) if not it.get_closest_marker("skip")]
+            assert started == expected, (at, started)
+        """
+    )
+    result = pytester.runpytest(
+        "--llm-model=oracle,nop", "-k", "oracle", "--llm-concurrency=3", "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=2, failed=1, skipped=1)  # gamma fails a check of its own
+    assert "AssertionError: (" not in result.stdout.str()
+
+
 def test_the_reports_kept_to_the_end_are_frozen_before_the_report_is_built(
     pytester: pytest.Pytester, dataset: Path
 ) -> None:

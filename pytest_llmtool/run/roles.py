@@ -122,6 +122,8 @@ class Runner:
 
     def __init__(self) -> None:
         self._positions: dict[str, int] | None = None
+        # Where the concurrency window last reached in `session.items` (a plain run).
+        self._frontier = 0
         # The setups this process has sent to the controller: each goes once.
         self._sent: set[str] = set()
         self._refrozen = False
@@ -150,7 +152,8 @@ class Runner:
     def _upcoming(
         self, item: pytest.Item, nextitem: pytest.Item | None, window: int
     ) -> Iterator[pytest.Item]:
-        """Up to `window` items this process will run next, this one first.
+        """Up to `window` items this process will run next, this one first, less those an
+        earlier item already started.
 
         The tasks started ahead only progress while pytest's thread waits for one of them
         (`runtime.py`), so they stop before an item of another kind: a plain test holds that
@@ -161,13 +164,23 @@ class Runner:
         if pending is not None:
             later = (session.items[i] for i in pending[:window])
             upcoming: Iterable[pytest.Item] = [item, *([nextitem] if nextitem else []), *later]
-        else:
-            if self._positions is None:
-                self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
-            start = self._positions.get(item.nodeid)
-            upcoming = [item] if start is None else session.items[start : start + window]
-        ahead = itertools.takewhile(lambda it: isinstance(it, LlmItem), upcoming)
-        return itertools.islice(ahead, window)
+            ahead = itertools.takewhile(lambda it: isinstance(it, LlmItem), upcoming)
+            return itertools.islice(ahead, window)
+        if self._positions is None:
+            self._positions = {it.nodeid: n for n, it in enumerate(session.items)}
+        start = self._positions.get(item.nodeid)
+        if start is None:
+            return iter([item])
+        # The items before the frontier were started by the items before this one: start only
+        # those the window now reaches (one per item, not `window` idempotent calls).
+        begin = max(start, self._frontier)
+        found = list(
+            itertools.takewhile(
+                lambda it: isinstance(it, LlmItem), session.items[begin : start + window]
+            )
+        )
+        self._frontier = begin + len(found)
+        return iter(found)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
