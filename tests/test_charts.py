@@ -8,6 +8,7 @@ import sys
 import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +34,10 @@ from pytest_llmtool.records import (
     ToolCallResult,
     TrialSummary,
 )
+from pytest_llmtool.report import MarkdownWriter
 from pytest_llmtool.report import charts as charts_module
-from pytest_llmtool.report.charts import Chart, available, charts, label
+from pytest_llmtool.report.charts import Chart, Traced, available, charts, label
+from pytest_llmtool.report.store import ResultStore
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVERY_CHART = [
@@ -219,6 +222,42 @@ def _texts(chart: Chart) -> list[str]:
 def full() -> list[Chart]:
     pytest.importorskip("matplotlib")
     return charts(_full())
+
+
+def test_what_the_charts_read_along_the_results_is_what_they_gather() -> None:
+    report = _full()
+    stores: dict[str, ResultStore[Any]] = {
+        "bash": ResultStore(TaskResult),
+        "scenario": ResultStore(ScenarioResult),
+    }
+    for r in report.results:
+        stores["bash"].append(r)
+    for s in report.scenarios:
+        stores["scenario"].append(s)
+    fed = Traced()
+    done = fed.read_along(stores)
+    assert not done()
+    for store in stores.values():
+        list(store)  # the summaries' pass
+    assert done()
+    gathered = Traced(report)
+    assert fed.tokens() == gathered.tokens() and fed.tool_calls() == gathered.tool_calls()
+    assert fed.tokens()[1] > 0 and fed.tool_calls()
+    assert [c.svg for c in charts(report, fed)] == [c.svg for c in charts(report)]
+
+
+def test_a_writer_whose_reader_along_was_not_fed_gathers_for_itself(tmp_path: Path) -> None:
+    report = _full()
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for r in report.results:
+        store.append(r)
+    writer = MarkdownWriter()
+    writer.before_report({"bash": store}, tmp_path)
+    next(iter(store))  # a pass that stopped at the first result
+    writer.files(report, (), tmp_path)
+    drawn = {c.name: c.svg for c in charts(report)}
+    written = {p.stem: p.read_text(encoding="utf-8") for p in (tmp_path / "charts").iterdir()}
+    assert written == drawn and "context_growth" in written  # drawn from what was gathered
 
 
 def test_charts_are_empty_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:

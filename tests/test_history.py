@@ -10,10 +10,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from helpers import TASKS, write_dataset
+from helpers import TASKS, read_report, write_dataset
 
 from pytest_llmtool import history
 from pytest_llmtool.records import EvalReport
+from pytest_llmtool.stats.outcomes import each_outcome
 
 
 def _db(pytester: pytest.Pytester) -> Path:
@@ -23,6 +24,49 @@ def _db(pytester: pytest.Pytester) -> Path:
 def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
     with sqlite3.connect(path) as db:
         return db.execute(sql).fetchall()
+
+
+def test_the_history_and_the_charts_read_along_the_summaries_pass(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # Each pass over a large run's results decodes every one. The history's rows and the
+    # charts' data are read along the pass that builds the summaries, so a result is
+    # decoded twice: for the summaries and for report.md's details.
+    pytester.makeconftest(
+        """
+        import collections
+        from pytest_llmtool.report.store import ResultStore
+
+        decoded = collections.Counter()
+        original = ResultStore._decode
+
+        def counting(self, blob):
+            result = original(self, blob)
+            decoded[result.nodeid] += 1
+            return result
+
+        ResultStore._decode = counting
+
+        def pytest_terminal_summary(terminalreporter):
+            terminalreporter.write_line(f"decoded: {sorted(set(decoded.values()))}")
+        """
+    )
+    # One model (two add a pass that compares them), and no friction signal to look for.
+    result = pytester.runpytest("--llm-model=oracle", "--llm-report=out", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["decoded: [2]"])
+    assert (pytester.path / "out" / "charts" / "pass_rate_by_category.svg").exists()
+    # The rows read along are those a pass of the history's own makes, in the same order.
+    report = EvalReport.model_validate(read_report(pytester))
+    expected = [
+        (o.kind, o.nodeid, o.model, o.trial, o.score, o.cost_usd, o.duration_ms)
+        for o in each_outcome(report)
+    ]
+    rows = _query(
+        _db(pytester),
+        "SELECT kind, nodeid, model, trial, score, cost_usd, duration_ms FROM results "
+        "ORDER BY rowid",
+    )
+    assert rows == expected and len(rows) == 3
 
 
 def test_a_run_under_xdist_is_one_row_with_its_items(

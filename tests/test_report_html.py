@@ -201,7 +201,7 @@ def test_a_chart_that_cannot_be_drawn_costs_nothing_else(
 ) -> None:
     pytest.importorskip("matplotlib")
 
-    def broken(report: Any) -> list[Any]:
+    def broken(report: Any, traced: Any = None) -> list[Any]:
         raise ValueError("no such font")
 
     monkeypatch.setattr("pytest_llmtool.report.charts.charts", broken)

@@ -36,6 +36,36 @@ def test_results_come_back_equal_in_order_and_as_often_as_read() -> None:
     assert [json.loads(t)["task_id"] for t in store.json_texts()] == [f"t{n}" for n in range(5)]
 
 
+def test_a_reader_along_sees_every_result_of_the_next_whole_pass_once() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for n in range(4):
+        store.append(result(n))
+    seen: list[str] = []
+    done = store.read_along(lambda r: seen.append(r.task_id))
+    assert not done() and seen == []  # nothing read yet
+    assert [r.task_id for r in store] == ["t0", "t1", "t2", "t3"]
+    assert done() and seen == ["t0", "t1", "t2", "t3"]
+    list(store)  # a later pass is its own
+    assert seen == ["t0", "t1", "t2", "t3"]
+
+
+def test_a_pass_stopped_early_leaves_its_reader_along_undone() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for n in range(4):
+        store.append(result(n))
+    seen: list[str] = []
+    done = store.read_along(lambda r: seen.append(r.task_id))
+    assert next(iter(store)).task_id == "t0"  # a reader that stopped at the first result
+    assert not done() and seen == ["t0"]  # only part: its owner must read them itself
+    list(store)
+    assert not done() and seen == ["t0"]  # that pass was its only one
+
+
+def test_an_empty_store_has_nothing_to_read_along() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    assert store.read_along(lambda r: None)()
+
+
 def test_a_result_is_kept_smaller_than_its_json() -> None:
     store: ResultStore[TaskResult] = ResultStore(TaskResult)
     r = result(1)

@@ -15,15 +15,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
 from pytest_llmtool.report import Writer, report_json
+from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.stats import wilson
-from pytest_llmtool.stats.outcomes import each_outcome
+from pytest_llmtool.stats.outcomes import Outcome, each_outcome, read_along
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -212,9 +213,15 @@ def _columns(version: int) -> str:
     return "complete, fingerprint" if version >= 2 else "NULL, NULL"
 
 
-def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> int:
+def append(
+    path: Path,
+    report: EvalReport,
+    kinds: Sequence[Kind[Any, Any]] = (),
+    read: Mapping[str, Iterable[Outcome]] | None = None,
+) -> int:
     """Add a run and its items; return the run's id. The items are read one at a time (the
-    run's row counts them after), so a large run is never held whole beside its report."""
+    run's row counts them after), so a large run is never held whole beside its report;
+    `read` has the outcomes of sections read along the summaries' pass (`each_outcome`)."""
     meta = report.metadata
     with transaction(path) as db:
         if meta.resumed:
@@ -249,7 +256,7 @@ def append(path: Path, report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ())
 
         def rows() -> Iterator[tuple[Any, ...]]:
             nonlocal count
-            for r in each_outcome(report, kinds):
+            for r in each_outcome(report, kinds, read):
                 seen.add(r.kind)
                 count += 1
                 yield (
@@ -370,12 +377,18 @@ class HistoryWriter(Writer):
         self.path = path
         self.run_id: int | None = None
         self.problem: str | None = None
+        # The bash tasks' and scenarios' outcomes, gathered along the summaries' pass.
+        self._read: Callable[[], dict[str, list[Outcome]]] | None = None
+
+    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+        self._read = read_along(stores)
 
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
     ) -> list[Path]:
+        gathered, self._read = self._read, None
         try:
-            self.run_id = append(self.path, report, kinds)
+            self.run_id = append(self.path, report, kinds, gathered() if gathered else None)
         except HistoryError as exc:
             self.problem = str(exc)
         # A database appended to, not a report file: the terminal line names it.

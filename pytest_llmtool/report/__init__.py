@@ -12,7 +12,7 @@ disk, once for the lines of the terminal summary.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +26,16 @@ from pytest_llmtool.report.terminal import terminal_lines
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
+    from pytest_llmtool.report.charts import Traced
 
 
 class Writer:
     """One way out for the run report; a writer overrides what it does."""
+
+    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+        """Called once the run's results are all in, before the report is built, with each
+        kind's results by kind name: a writer that reads every result may `read_along` the
+        pass that builds the summaries, rather than decode them all again in `files`."""
 
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
@@ -108,15 +114,29 @@ class JsonWriter(Writer):
 class MarkdownWriter(Writer):
     """`report.md`, and the charts it shows as SVG files beside it (`charts/`)."""
 
+    def __init__(self) -> None:
+        # What the charts read off the results, fed by the summaries' pass, and whether it
+        # was fed them all.
+        self._traced: tuple[Traced, Callable[[], bool]] | None = None
+
+    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+        if directory is None:
+            return
+        from pytest_llmtool.report.charts import Traced
+
+        traced = Traced()
+        self._traced = traced, traced.read_along(stores)
+
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
     ) -> list[Path]:
+        fed, self._traced = self._traced, None
         if directory is None:
             return []
         from pytest_llmtool.report.charts import charts_or_reason
 
         directory.mkdir(parents=True, exist_ok=True)
-        drawn, failed = charts_or_reason(report)
+        drawn, failed = charts_or_reason(report, fed[0] if fed and fed[1]() else None)
         folder = directory / "charts"
         for stale in folder.glob("*.svg"):  # an earlier run's chart this run does not draw
             stale.unlink()

@@ -24,11 +24,19 @@ import math
 import unicodedata
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.records import AgentTrace, EvalReport, Interval, agent_model
+from pytest_llmtool.records import (
+    AgentTrace,
+    EvalReport,
+    Interval,
+    ScenarioResult,
+    TaskResult,
+    agent_model,
+)
+from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.stats import intervals
 from pytest_llmtool.stats.trials import attempt_of
 
@@ -73,20 +81,24 @@ def available() -> bool:
     return True
 
 
-def charts(report: EvalReport) -> list[Chart]:
-    """Every chart the report has data for, in a fixed order; [] without matplotlib."""
+def charts(report: EvalReport, traced: Traced | None = None) -> list[Chart]:
+    """Every chart the report has data for, in a fixed order; [] without matplotlib. `traced`
+    is what was gathered off the report's results, if it was (else it is, when needed)."""
     if not available():
         return []
-    palette, traced = _Palette(report), _Traced(report)
+    palette = _Palette(report)
+    traced = traced if traced is not None else Traced(report)
     drawn = (_render(name, title, draw, report, palette, traced) for name, title, draw in _CHARTS)
     return [chart for chart in drawn if chart is not None]
 
 
-def charts_or_reason(report: EvalReport) -> tuple[list[Chart], str | None]:
+def charts_or_reason(
+    report: EvalReport, traced: Traced | None = None
+) -> tuple[list[Chart], str | None]:
     """The charts, or none and why: a chart that cannot be drawn must not cost the report
     it sits in (the HTML page, `report.md`)."""
     try:
-        return charts(report), None
+        return charts(report, traced), None
     except Exception as exc:  # any failure of a plotting library
         return [], f"charts could not be drawn: {type(exc).__name__}: {exc}"
 
@@ -131,7 +143,7 @@ class _Palette:
 
 # A chart and what it counts (`n = 51 bash task runs`), said in its title.
 Drawn = tuple["Figure", str]
-Draw = Callable[[EvalReport, _Palette, "_Traced"], "Drawn | None"]
+Draw = Callable[[EvalReport, _Palette, "Traced"], "Drawn | None"]
 
 
 def _n(count: int, noun: str) -> str:
@@ -146,7 +158,7 @@ def _n_each(counts: Iterable[int], noun: str) -> str:
 
 
 def _render(
-    name: str, title: str, draw: Draw, report: EvalReport, palette: _Palette, traced: _Traced
+    name: str, title: str, draw: Draw, report: EvalReport, palette: _Palette, traced: Traced
 ) -> Chart | None:
     """Draw one chart under our settings and save it as SVG; None when it has no data."""
     import matplotlib
@@ -287,29 +299,45 @@ def _grouped_bars(
     return figure
 
 
-class _Traced:
-    """What the charts read off the traces, gathered in one pass when a chart first asks: the
-    results are decoded as they are read (`report/store.py`), so a large run's are not
-    decoded once per chart."""
+class Traced:
+    """What the charts read off the traces, gathered in one pass over the results when a chart
+    first asks: the results are decoded as they are read (`report/store.py`), so a large
+    run's are not decoded once per chart. A writer may instead feed it result by result as
+    another pass reads them (`read_along`), and hand it over already `gathered`."""
 
-    def __init__(self, report: EvalReport) -> None:
+    def __init__(self, report: EvalReport | None = None) -> None:
         self._report = report
-        self._read = False
         # Input tokens by model and call number, of the runs that count tokens.
         self._tokens: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
         self._counted_runs = 0
         self._tool_calls: dict[str, list[int]] = defaultdict(list)  # per bash task, by model
 
+    def read_along(self, stores: Mapping[str, ResultStore[Any]]) -> Callable[[], bool]:
+        """Be fed the bash tasks' and scenarios' results by the stores' next passes; the
+        check says whether both passes reached their ends."""
+        checks = [
+            store.read_along(read)
+            for name, read in (("bash", self.task), ("scenario", self.scenario))
+            if (store := stores.get(name)) is not None
+        ]
+        return lambda: all(check() for check in checks)
+
+    def task(self, result: TaskResult) -> None:
+        self._tool_calls[result.model].append(result.trace.tool_call_count)
+        self._count_tokens(result.model, result.trace)
+
+    def scenario(self, result: ScenarioResult) -> None:
+        if result.trace is not None:
+            self._count_tokens(result.model, result.trace)
+
     def _gather(self) -> None:
-        if self._read:
+        report, self._report = self._report, None
+        if report is None:  # gathered, or fed
             return
-        self._read = True
-        for r in self._report.results:
-            self._tool_calls[r.model].append(r.trace.tool_call_count)
-            self._count_tokens(r.model, r.trace)
-        for s in self._report.scenarios:
-            if s.trace is not None:
-                self._count_tokens(s.model, s.trace)
+        for r in report.results:
+            self.task(r)
+        for s in report.scenarios:
+            self.scenario(s)
 
     def _count_tokens(self, model: str, trace: AgentTrace) -> None:
         if any(call.input_tokens for call in trace.llm_calls):
@@ -329,7 +357,7 @@ class _Traced:
         return self._tool_calls
 
 
-def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """Where each model fails: bash pass rate by category, with the 95% interval."""
     counted = [
         (category, model, c)
@@ -346,7 +374,7 @@ def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: _Trace
     return figure, _n(sum(c.tasks for _, _, c in counted), "bash task runs")
 
 
-def _context_growth(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _context_growth(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """How fast the prompt grows call by call: what makes long tasks expensive. Later call
     numbers average over fewer (the longer) tasks. Runs without token counts (offline
     models report 0 for every call) are left out rather than averaged in as zeros."""
@@ -372,7 +400,7 @@ def _context_growth(report: EvalReport, palette: _Palette, traced: _Traced) -> D
     return figure, _n(runs, "runs with token counts")
 
 
-def _cost_vs_pass_rate(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _cost_vs_pass_rate(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """What a model's pass rate costs: one point per model and kind, cost per task run
     (judge calls included) against pass rate with its interval."""
     runs = sum(s.total_tasks for s in report.by_model.values() if s.total_cost_usd is not None)
@@ -421,7 +449,7 @@ def _cost_vs_pass_rate(report: EvalReport, palette: _Palette, traced: _Traced) -
     return figure, _n(runs, "priced runs")
 
 
-def _pass_at_k(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _pass_at_k(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """How much repeated attempts help: pass@k against k, per model (line style per kind)."""
     kinds = sorted(report.trials)
     series = [
@@ -459,7 +487,7 @@ def _pass_at_k(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn 
     return figure, _n_each([s.tasks for _, _, s in series], "tasks")
 
 
-def _speedups(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _speedups(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """Did the agents make the code faster: the typical speedup per agent against 1x
     (unchanged), on a log scale once the values span a factor of 4 (a speedup is a ratio).
     With an interval the point is its estimate, the geometric mean over tasks (`log-t`,
@@ -510,7 +538,7 @@ def _horizontal() -> dict[str, Any]:
     return {"vert": False}
 
 
-def _turns_per_task(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _turns_per_task(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """How much each model works per bash task: the spread of tool calls per task (a box per
     model; whiskers reach the extremes, so the chart's size does not grow with the tasks).
     Bash tasks only: a scenario's commands are another measure, counted in its own
@@ -545,7 +573,7 @@ def _turns_per_task(report: EvalReport, palette: _Palette, traced: _Traced) -> D
     return figure, _n(sum(len(c) for c in counts.values()), "bash task runs")
 
 
-def _scenario_gates(report: EvalReport, palette: _Palette, traced: _Traced) -> Drawn | None:
+def _scenario_gates(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """How close the models come on scenarios: the share of gates passed, by guidance
     document when the run had some (the interval is over scenarios, attempts clustered)."""
     guided = any(s.guidance for s in report.scenarios)

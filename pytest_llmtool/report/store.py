@@ -6,13 +6,14 @@ worker sent (also what the journal and `report.json` hold) compressed, and hands
 and writers a `Sequence` that decodes a result when it is read and lets it go after: a
 `nop` task's result takes about 50 bytes, and each pass over the results costs a decode (tens
 of microseconds) per result. Code that reads the results should pass over them, keeping what
-it needs, rather than copy them into lists.
+it needs, rather than copy them into lists; a reader that can wait reads along another's pass
+(`read_along`), so that the two cost one decode.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar, overload
 
 from pydantic import BaseModel
@@ -32,6 +33,8 @@ class ResultStore(Sequence[R], Generic[R]):
         # one kind share most of their text (keys, checks, prompts), so a nop task's result
         # keeps about 50 bytes instead of 500.
         self._zdict = b""
+        # Readers waiting for the next whole pass, and whether that pass reached the end.
+        self._along: list[tuple[Callable[[R], None], list[bool]]] = []
 
     def append_json(self, text: str) -> None:
         """Keep one result given as its JSON (`model_dump_json()`)."""
@@ -68,8 +71,28 @@ class ResultStore(Sequence[R], Generic[R]):
         return self._decode(self._blobs[index])
 
     def __iter__(self) -> Iterator[R]:
+        along, self._along = self._along, []
         for blob in self._blobs:
-            yield self._decode(blob)
+            result = self._decode(blob)
+            for reader, _ in along:
+                reader(result)
+            yield result
+        for _, done in along:
+            done.append(True)
+
+    def read_along(self, reader: Callable[[R], None]) -> Callable[[], bool]:
+        """Have `reader` see every result, in order, on the next pass over the whole store,
+        whoever makes it: the run's summaries make one, and a writer reading along saves a
+        decode per result. Ask once the store is complete: a result kept later is not read.
+        The returned check says whether that pass reached the end; when it says no (no such
+        pass came, or it stopped early), the reader saw only part of the results (or none)
+        and must be given them by a pass of its own."""
+        done: list[bool] = []
+        if self._blobs:
+            self._along.append((reader, done))
+        else:
+            done.append(True)  # nothing to read
+        return lambda: bool(done)
 
     def _decode(self, blob: bytes) -> R:
         return self.result_type.model_validate_json(self._unpack(blob))

@@ -442,12 +442,15 @@ class Controller:
         # Runs even when the session was interrupted (before any item finished too), so a
         # partial run still leaves a report that says it is partial.
         # The session's status, which a resumed run sets from the whole run's results.
+        directory = self.config.stash[STATE_KEY].settings.report_dir
+        writers = self.config.stash[WRITERS_KEY]
+        for writer in writers:  # may read along the summaries' pass over the results
+            writer.before_report(self.results, directory)
         self.report = self.build_report(session.exitstatus, session)
         gate = self.config.stash.get(GATE_KEY, None)
         if gate is not None:  # --llm-baseline: compares, and may decide the exit status
             session.exitstatus = gate.judge(self.report, self.kinds, session, session.exitstatus)
-        directory = self.config.stash[STATE_KEY].settings.report_dir
-        for writer in self.config.stash[WRITERS_KEY]:
+        for writer in writers:
             self.written += writer.files(self.report, self.kinds, directory)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -9,7 +9,7 @@ outcome: they are not scored, but a history that dropped them would hide them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,10 @@ from pytest_llmtool.records import (
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
+    from pytest_llmtool.report.store import ResultStore
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a large run's history holds one per item for a while
 class Outcome:
     """One item: `passed` is None for an errored item; `rate` is its score in [0, 1]."""
 
@@ -127,15 +128,47 @@ def _other(kind: Kind[Any, Any], data: Any) -> Outcome | None:
     )
 
 
+def read_along(stores: Mapping[str, ResultStore[Any]]) -> Callable[[], dict[str, list[Outcome]]]:
+    """Gather the bash tasks' and scenarios' outcomes as the next pass over their stores (by
+    kind name) reads their results. The returned function gives them by report section, for
+    `each_outcome`: only the sections whose pass reached its end."""
+    gathered: list[tuple[str, list[Outcome], Callable[[], bool]]] = []
+    readers: list[tuple[str, str, Callable[[Any], Outcome]]] = [
+        ("bash", "results", _task),
+        ("scenario", "scenarios", _scenario),
+    ]
+    for kind, section, outcome in readers:
+        store = stores.get(kind)
+        if store is not None:
+            found: list[Outcome] = []
+            done = store.read_along(_appender(found, outcome))
+            gathered.append((section, found, done))
+    return lambda: {section: found for section, found, done in gathered if done()}
+
+
+def _appender(found: list[Outcome], outcome: Callable[[Any], Outcome]) -> Callable[[Any], None]:
+    return lambda result: found.append(outcome(result))
+
+
 def outcomes(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> list[Outcome]:
     """Every scored and errored item of `report`; `kinds` reads third-party kinds' results."""
     return list(each_outcome(report, kinds))
 
 
-def each_outcome(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> Iterator[Outcome]:
-    """`outcomes`, one at a time: a large run's history is written without holding them."""
-    yield from (_task(r) for r in report.results)
-    yield from (_scenario(r) for r in report.scenarios)
+def each_outcome(
+    report: EvalReport,
+    kinds: Sequence[Kind[Any, Any]] = (),
+    read: Mapping[str, Iterable[Outcome]] | None = None,
+) -> Iterator[Outcome]:
+    """`outcomes`, one at a time: a large run's history is written without holding them.
+    `read` has the outcomes of the report's sections (`results`, `scenarios`) already read
+    along another pass (`read_along`)."""
+    read = read or {}
+    yield from read["results"] if "results" in read else (_task(r) for r in report.results)
+    if "scenarios" in read:
+        yield from read["scenarios"]
+    else:
+        yield from (_scenario(r) for r in report.scenarios)
     for kind in kinds:
         section = report.extensions.get(kind.name, {}).get("results")
         if isinstance(section, list):
