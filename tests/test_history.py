@@ -26,34 +26,43 @@ def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
         return db.execute(sql).fetchall()
 
 
+COUNT_DECODES = """
+import collections
+from pytest_llmtool.report.store import ResultStore
+
+decoded = collections.Counter()
+original = ResultStore._decode
+
+def counting(self, blob):
+    result = original(self, blob)
+    decoded[result.nodeid] += 1
+    return result
+
+ResultStore._decode = counting
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"decoded: {sorted(set(decoded.values()))}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("models", "passes"),
+    [
+        # The summaries (the history, the charts read along), report.md's details.
+        ("oracle", 2),
+        # Also the friction signals of nop's low pass rate, in report.md and in the terminal;
+        # the comparison of the two models reads along the summaries' pass too.
+        ("oracle,nop", 4),
+    ],
+)
 def test_the_history_and_the_charts_read_along_the_summaries_pass(
-    pytester: pytest.Pytester, dataset: Path
+    pytester: pytest.Pytester, dataset: Path, models: str, passes: int
 ) -> None:
-    # Each pass over a large run's results decodes every one. The history's rows and the
-    # charts' data are read along the pass that builds the summaries, so a result is
-    # decoded twice: for the summaries and for report.md's details.
-    pytester.makeconftest(
-        """
-        import collections
-        from pytest_llmtool.report.store import ResultStore
-
-        decoded = collections.Counter()
-        original = ResultStore._decode
-
-        def counting(self, blob):
-            result = original(self, blob)
-            decoded[result.nodeid] += 1
-            return result
-
-        ResultStore._decode = counting
-
-        def pytest_terminal_summary(terminalreporter):
-            terminalreporter.write_line(f"decoded: {sorted(set(decoded.values()))}")
-        """
-    )
-    # One model (two add a pass that compares them), and no friction signal to look for.
-    result = pytester.runpytest("--llm-model=oracle", "--llm-report=out", "-p", "no:randomly")
-    result.stdout.fnmatch_lines(["decoded: [2]"])
+    # Each pass over a large run's results decodes every one: what can wait for the pass
+    # that builds the summaries reads along it.
+    pytester.makeconftest(COUNT_DECODES)
+    result = pytester.runpytest(f"--llm-model={models}", "--llm-report=out", "-p", "no:randomly")
+    result.stdout.fnmatch_lines([f"decoded: [{passes}]"])
     assert (pytester.path / "out" / "charts" / "pass_rate_by_category.svg").exists()
     # The rows read along are those a pass of the history's own makes, in the same order.
     report = EvalReport.model_validate(read_report(pytester))
@@ -66,7 +75,7 @@ def test_the_history_and_the_charts_read_along_the_summaries_pass(
         "SELECT kind, nodeid, model, trial, score, cost_usd, duration_ms FROM results "
         "ORDER BY rowid",
     )
-    assert rows == expected and len(rows) == 3
+    assert rows == expected and len(rows) == len(report.results) > 0
 
 
 def test_a_run_under_xdist_is_one_row_with_its_items(

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from pytest_llmtool.kinds.bash.summary import build_summary, friction_signals, summary_fields
+from pytest_llmtool.kinds.bash.summary import (
+    build_summary,
+    friction_signals,
+    summary_fields,
+    token_splits,
+)
 from pytest_llmtool.records import (
     AgentTrace,
     CategorySummary,
@@ -226,11 +233,11 @@ def test_healthy_run_trips_nothing() -> None:
     ]
     summary = build_summary(results)
     assert (summary.tool_call_success_rate, summary.pass_rate) == (0.75, 1.0)
-    assert friction_signals(summary, results) == []
+    assert friction_signals(summary, token_splits(results)["m"]) == []
 
 
 def test_empty_run_trips_nothing() -> None:
-    assert friction_signals(EvalSummary(), []) == []
+    assert friction_signals(EvalSummary()) == []
 
 
 @pytest.mark.parametrize(
@@ -242,12 +249,12 @@ def test_empty_run_trips_nothing() -> None:
 )
 def test_low_tool_call_success(ok: int, signals: list[str]) -> None:
     summary = EvalSummary(total_tool_calls=100, tool_calls_ok=ok, tool_call_success_rate=ok / 100)
-    assert friction_signals(summary, []) == signals
+    assert friction_signals(summary) == signals
 
 
 def test_no_tool_calls_is_not_low_tool_success() -> None:
     summary = EvalSummary(total_tasks=1, natural_stops=1, tool_call_success_rate=0.0)
-    assert friction_signals(summary, []) == []
+    assert friction_signals(summary) == []
 
 
 def test_weak_categories_are_listed_in_one_line() -> None:
@@ -259,7 +266,7 @@ def test_weak_categories_are_listed_in_one_line() -> None:
             "text": CategorySummary(rate=1.0),
         }
     )
-    assert friction_signals(summary, []) == [
+    assert friction_signals(summary) == [
         "categories below 50%: archive 20%, pipelines 49%: "
         "missing builtins or syntax for those domains?"
     ]
@@ -267,7 +274,7 @@ def test_weak_categories_are_listed_in_one_line() -> None:
 
 def test_category_at_half_is_not_weak() -> None:
     summary = EvalSummary(by_category={"json": CategorySummary(rate=0.5)})
-    assert friction_signals(summary, []) == []
+    assert friction_signals(summary) == []
 
 
 @pytest.mark.parametrize(
@@ -278,7 +285,7 @@ def test_category_at_half_is_not_weak() -> None:
     ],
 )
 def test_many_turns(avg: float, signals: list[str]) -> None:
-    assert friction_signals(EvalSummary(avg_turns_per_task=avg), []) == signals
+    assert friction_signals(EvalSummary(avg_turns_per_task=avg)) == signals
 
 
 def token_results(failed_tokens: int, passed: int, failed: int) -> list[TaskResult]:
@@ -314,7 +321,26 @@ def test_token_hungry_failures(
     results = token_results(failed_tokens, passed, failed)
     # Failing tasks would also trip the weak-category signal; leave categories out of it.
     summary = build_summary(results).model_copy(update={"by_category": {}})
-    assert friction_signals(summary, results) == signals
+    assert friction_signals(summary, token_splits(results)["m"]) == signals
+
+
+def test_token_splits_read_every_model_named_in_one_pass() -> None:
+    results = [
+        result("a", model="x", tokens=(900, 100)),
+        result("b", model="y", checks=((False, 1.0),), tokens=(1900, 100)),
+        result("c", model="x", checks=((False, 1.0),), tokens=(400, 100)),
+        result("d", model="z", tokens=(1, 1)),
+    ]
+    read: list[str] = []
+
+    def reading() -> Iterator[TaskResult]:
+        for r in results:
+            read.append(r.task_id)
+            yield r
+
+    assert token_splits(reading(), {"x", "y"}) == {"x": (500, 1000), "y": (2000, 0)}
+    assert read == ["a", "b", "c", "d"]
+    assert token_splits(results) == {"x": (500, 1000), "y": (2000, 0), "z": (0, 2)}
 
 
 @pytest.mark.parametrize(
@@ -326,7 +352,7 @@ def test_token_hungry_failures(
 )
 def test_frequent_turn_limit(natural: int, signals: list[str]) -> None:
     summary = EvalSummary(total_tasks=10, natural_stops=natural)
-    assert friction_signals(summary, []) == signals
+    assert friction_signals(summary) == signals
 
 
 def test_several_signals_come_in_a_fixed_order() -> None:
@@ -337,7 +363,7 @@ def test_several_signals_come_in_a_fixed_order() -> None:
         by_category={"json": CategorySummary(rate=0.0)},
         avg_turns_per_task=10.0,
     )
-    assert [s.split(" ", 1)[0] for s in friction_signals(summary, [])] == [
+    assert [s.split(" ", 1)[0] for s in friction_signals(summary)] == [
         "tool",
         "categories",
         "10.0",

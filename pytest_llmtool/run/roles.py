@@ -46,7 +46,7 @@ from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
-from pytest_llmtool.stats.compare import bash_pass, comparisons, diagnostics
+from pytest_llmtool.stats.compare import bash_pass, comparisons, diagnostics, read_bash_pass
 from pytest_llmtool.stats.trials import kind_trials
 
 RESULT_ATTR = "llmtool_result"
@@ -384,6 +384,11 @@ class Controller:
         )
 
     def build_report(self, exitstatus: int, session: pytest.Session | None = None) -> EvalReport:
+        settings = self.config.stash[STATE_KEY].settings
+        # Models to compare: what the comparisons read of the bash results is read along the
+        # summaries' pass over them.
+        store = self.results.get("bash")
+        read = read_bash_pass(store) if store is not None and len(settings.models) > 1 else None
         fields: dict[str, Any] = {}
         for kind in self.kinds:
             own_errors = [e for e in self.errors if e.kind == kind.name]
@@ -393,7 +398,6 @@ class Controller:
                 else:  # a plugin's section holds what it returned, in full
                     value = list(value) if isinstance(value, ResultStore) else value
                     fields.setdefault("extensions", {}).setdefault(kind.name, {})[name] = value
-        settings = self.config.stash[STATE_KEY].settings
         if settings.trials > 1:
             names = [m.name for m in settings.models]
             fields["trials"] = {
@@ -415,7 +419,7 @@ class Controller:
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.
-        bash = bash_pass(report)
+        bash = bash_pass(report, read() if read is not None else None)
         report.comparisons = comparisons(report, bash)
         report.diagnostics = diagnostics(report, bash)
         return report

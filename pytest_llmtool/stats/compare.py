@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pytest_llmtool import stats
 from pytest_llmtool.records import (
@@ -31,6 +31,9 @@ from pytest_llmtool.records import (
     TaskResult,
 )
 from pytest_llmtool.stats import intervals
+
+if TYPE_CHECKING:
+    from pytest_llmtool.report.store import ResultStore
 
 # Seed 000: "Category fails for all models".
 WEAK_CATEGORY = 0.5
@@ -230,18 +233,33 @@ class BashPass(NamedTuple):
     scripting: list[TaskResult]
 
 
-def bash_pass(report: EvalReport) -> BashPass:
-    attempts: list[Attempt] = []
-    scripting: list[TaskResult] = []
+def bash_pass(report: EvalReport, read: BashPass | None = None) -> BashPass:
+    """`read`, when the results were read along another pass (`read_bash_pass`)."""
     models = {m.name for m in report.metadata.models} | set(report.by_model)
     if len(models) < 2 and not report.tool_modes:
         # One model and no scripting-tool results: nothing to compare, so no pass to pay.
-        return BashPass(attempts, scripting)
+        return BashPass([], [])
+    if read is not None:
+        return read
+    found = BashPass([], [])
     for r in report.results:
-        attempts.append(bash_attempt(r))
-        if r.scripting is not None:
-            scripting.append(r)
-    return BashPass(attempts, scripting)
+        _read(found, r)
+    return found
+
+
+def read_bash_pass(store: ResultStore[Any]) -> Callable[[], BashPass | None]:
+    """Gather `bash_pass` as the next pass over the bash results reads them
+    (`ResultStore.read_along`); the returned function gives it, or None when that pass did
+    not reach the end."""
+    found = BashPass([], [])
+    done = store.read_along(lambda r: _read(found, r))
+    return lambda: found if done() else None
+
+
+def _read(found: BashPass, r: TaskResult) -> None:
+    found.attempts.append(bash_attempt(r))
+    if r.scripting is not None:
+        found.scripting.append(r)
 
 
 def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Comparison]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pytest_llmtool.kinds.bash.summary import friction_signals
+from pytest_llmtool.kinds.bash.summary import friction_signals, needs_token_split, token_splits
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
 from pytest_llmtool.report.markdown import Code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
@@ -195,10 +195,13 @@ def terminal_lines(report: EvalReport) -> list[str]:
 
 
 def _signals(report: EvalReport, by_model: dict[str, EvalSummary]) -> list[tuple[str, str]]:
+    # The models whose signals read their results' tokens: one pass for them all.
+    low = {model for model, summary in by_model.items() if needs_token_split(summary)}
+    split = token_splits(report.results, low) if low else {}
     return [
         (model, signal)
         for model, summary in by_model.items()
-        for signal in friction_signals(summary, (r for r in report.results if r.model == model))
+        for signal in friction_signals(summary, split.get(model, (0, 0)))
     ]
 
 

@@ -7,7 +7,7 @@ Items whose agent or sandbox crashed are infrastructure errors: they are counted
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, NamedTuple, TypeVar
 
 from pytest_llmtool.records import (
@@ -334,12 +334,27 @@ def summary_fields(
     return {"summary": summary, "by_model": models, "results": results}
 
 
-def _tokens(result: TaskResult) -> int:
-    return result.trace.total_input_tokens + result.trace.total_output_tokens
+def token_splits(
+    results: Iterable[TaskResult], models: Container[str] | None = None
+) -> dict[str, tuple[int, int]]:
+    """Per model (of `models`, or every one), the agents' tokens (in and out) of its failed
+    tasks and of its passed ones, in one pass over the results."""
+    found: dict[str, list[int]] = {}
+    for r in results:
+        if models is None or r.model in models:
+            tokens = r.trace.total_input_tokens + r.trace.total_output_tokens
+            found.setdefault(r.model, [0, 0])[r.passed] += tokens
+    return {model: (failed, passed) for model, (failed, passed) in found.items()}
 
 
-def friction_signals(summary: EvalSummary, results: Iterable[TaskResult]) -> list[str]:
-    """Seed 000's friction signals that trip for this run, as one line each."""
+def needs_token_split(summary: EvalSummary) -> bool:
+    """Whether `friction_signals` reads the token split: reading it decodes every result."""
+    return summary.pass_rate < LOW_PASS_RATE
+
+
+def friction_signals(summary: EvalSummary, tokens: tuple[int, int] = (0, 0)) -> list[str]:
+    """Seed 000's friction signals that trip for this run, as one line each; `tokens` is the
+    model's `token_splits` (read only when `needs_token_split`)."""
     signals = []
     if summary.total_tool_calls and summary.tool_call_success_rate < LOW_TOOL_SUCCESS:
         signals.append(
@@ -359,14 +374,10 @@ def friction_signals(summary: EvalSummary, results: Iterable[TaskResult]) -> lis
             f"{summary.avg_turns_per_task:.1f} turns per task on average (over "
             f"{HIGH_AVG_TURNS:.0f}): models are retrying after errors"
         )
-    failed: list[int] = []
-    passed: list[int] = []
-    if summary.pass_rate < LOW_PASS_RATE:  # only then: reading the results decodes them all
-        for r in results:
-            (passed if r.passed else failed).append(_tokens(r))
-    if failed and sum(failed):
-        failed_mean = sum(failed) / len(failed)
-        passed_mean = sum(passed) / len(passed) if passed else 0.0
+    failed, passed = tokens
+    if needs_token_split(summary) and failed:
+        failed_mean = failed / (summary.total_tasks - summary.total_passed or 1)
+        passed_mean = passed / summary.total_passed if summary.total_passed else 0.0
         if failed_mean >= HIGH_FAILED_TOKEN_FACTOR * passed_mean:
             signals.append(
                 f"failing tasks use {failed_mean:,.0f} tokens each on average with a pass rate "
