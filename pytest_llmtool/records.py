@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -191,7 +192,18 @@ class ModelSetup(BaseModel):
 
     def key(self) -> str:
         """A digest of the content: equal setups share one entry, whoever ran them."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        for known, key in _KEYED:
+            if known == self:
+                return key
+        key = hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        _KEYED.appendleft((self, key))
+        return key
+
+
+# The setups keyed last, with their keys: a run gives most of its items one setup, whose
+# digest (of its tool schemas and system prompt) costs more than the rest of a small task's
+# run; telling it equal to one of these costs little (its parts are the same objects).
+_KEYED: deque[tuple[ModelSetup, str]] = deque(maxlen=4)
 
 
 class AgentTrace(BaseModel):

@@ -1,7 +1,9 @@
-"""Unit tests for the bash-task summary: summaries, the report and the friction signals."""
+"""Unit tests for the bash-task summary: summaries, the report and the friction signals, and
+the key of a model's setup (the report's `setups`)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import pytest
@@ -17,10 +19,13 @@ from pytest_llmtool.records import (
     CategorySummary,
     ErrorRecord,
     EvalSummary,
+    ModelParams,
+    ModelSetup,
     ScoreResult,
     TaskResult,
     TaskScore,
     ToolCallResult,
+    ToolSpec,
 )
 
 
@@ -391,3 +396,25 @@ def test_call_usage_sums_the_calls_and_keeps_an_unpriced_cost_unknown() -> None:
     usage.add([])
     usage.add([call(4, 0.125)])
     assert (usage.calls, usage.input_tokens, usage.retries, usage.cost_usd) == (4, 1000, 2, 0.875)
+
+
+# --- the setup's key --------------------------------------------------------------------------
+
+
+def test_a_setups_key_is_the_digest_of_its_content_however_often_asked() -> None:
+    tool = ToolSpec(name="bash", description="Run commands.", input_schema={"type": "object"})
+
+    def digest(setup: ModelSetup) -> str:
+        return hashlib.sha256(setup.model_dump_json().encode()).hexdigest()[:16]
+
+    setups = [
+        ModelSetup(system="s", tools=[tool]),
+        ModelSetup(system="s", tools=[tool.model_copy()]),  # equal, made apart
+        ModelSetup(system="s", tools=[tool], params=ModelParams(temperature=0.5)),
+        ModelSetup(system="s", tools=[tool.model_copy(update={"description": "Other."})]),
+        ModelSetup(system="t", tools=[tool]),
+    ]
+    for _ in range(2):  # the second time, each is known
+        assert [s.key() for s in setups] == [digest(s) for s in setups]
+    keys = [s.key() for s in setups]
+    assert keys[0] == keys[1] and len(set(keys)) == 4
