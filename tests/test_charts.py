@@ -252,7 +252,7 @@ def test_a_writer_whose_reader_along_was_not_fed_gathers_for_itself(tmp_path: Pa
     for r in report.results:
         store.append(r)
     writer = MarkdownWriter()
-    writer.before_report({"bash": store}, tmp_path)
+    writer.before_report({"bash": store}, (), tmp_path)
     next(iter(store))  # a pass that stopped at the first result
     writer.files(report, (), tmp_path)
     drawn = {c.name: c.svg for c in charts(report)}

@@ -8,7 +8,17 @@ import re
 import pytest
 from helpers import write_dataset
 
+from pytest_llmtool.kinds.bash.report import markdown_details, markdown_details_along
+from pytest_llmtool.records import (
+    AgentTrace,
+    EvalReport,
+    RunMetadata,
+    ScoreResult,
+    TaskResult,
+    TaskScore,
+)
 from pytest_llmtool.report.markdown import Code, code, table, text
+from pytest_llmtool.report.store import ResultStore
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -77,3 +87,61 @@ def test_a_hostile_run_leaves_no_live_markup_in_report_md(pytester: pytest.Pytes
     outside_code = re.sub(r"(`+).*?\1", "", markdown)
     assert "<" not in outside_code
     assert not re.search(r"(?<!\\)\]\(javascript", outside_code)
+
+
+def _results(n: int) -> list[TaskResult]:
+    return [
+        TaskResult(
+            nodeid=f"d.jsonl::t{i}[m]",
+            model="m",
+            task_id=f"t{i}",
+            category="c",
+            score=TaskScore.of(
+                f"t{i}",
+                [ScoreResult(check="exit_code:0", passed=i % 2 == 0, detail="a|\rb", weight=1)],
+            ),
+            trace=AgentTrace(turns=i),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("piece", [1 << 20, 7])  # read back in one piece, or in many
+def test_the_details_made_along_the_summaries_pass_are_the_details(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pytest_llmtool.kinds.bash.report._PIECE", piece)
+    results = _results(5)
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for r in results:
+        store.append(r)
+    made = markdown_details_along(store)
+    list(store)  # the summaries' pass
+    lines = made()
+    assert lines is not None
+    assert "\n".join(lines) == "\n".join(markdown_details(_report(results)))
+    empty: ResultStore[TaskResult] = ResultStore(TaskResult)
+    assert list(markdown_details_along(empty)() or ["not given"]) == []
+
+
+def test_details_whose_pass_fell_short_are_not_given() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for r in _results(3):
+        store.append(r)
+    made = markdown_details_along(store)
+    next(iter(store))  # a pass that stopped at the first result
+    assert made() is None  # the writer asks `markdown_details` instead
+
+
+def _report(results: list[TaskResult]) -> EvalReport:
+    metadata = RunMetadata(
+        plugin="0",
+        pytest="9",
+        python="3",
+        models=[],
+        max_turns=1,
+        started="s",
+        finished="f",
+        exit_status=0,
+    )
+    return EvalReport(metadata=metadata, results=results)

@@ -380,7 +380,12 @@ class HistoryWriter(Writer):
         # The bash tasks' and scenarios' outcomes, gathered along the summaries' pass.
         self._read: Callable[[], dict[str, list[Outcome]]] | None = None
 
-    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+    def before_report(
+        self,
+        stores: Mapping[str, ResultStore[Any]],
+        kinds: Sequence[Kind[Any, Any]],
+        directory: Path | None,
+    ) -> None:
         self._read = read_along(stores)
 
     def files(

@@ -14,7 +14,7 @@ third-party plugin adds one without touching this package.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
@@ -25,6 +25,7 @@ from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.records import ErrorRecord, EvalReport, ItemResult
 
 if TYPE_CHECKING:
+    from pytest_llmtool.report.store import ResultStore
     from pytest_llmtool.run.items import LlmItem
     from pytest_llmtool.run.state import RunState
 
@@ -143,3 +144,10 @@ class Kind(ABC, Generic[W, R]):
     def markdown_details(self, report: EvalReport) -> Iterable[str]:
         """Lines of the details sections; may be a generator, written as they come."""
         return []
+
+    def markdown_details_along(self, store: ResultStore[R]) -> Callable[[], Iterable[str] | None]:
+        """`markdown_details`, made as the pass that builds the summaries reads this kind's
+        results (`ResultStore.read_along`), rather than in a pass (a decode per result) of
+        their own. The returned function gives the lines, or None when that pass did not
+        reach the end (then `markdown_details` makes them); by default, None."""
+        return lambda: None

@@ -32,7 +32,12 @@ if TYPE_CHECKING:
 class Writer:
     """One way out for the run report; a writer overrides what it does."""
 
-    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+    def before_report(
+        self,
+        stores: Mapping[str, ResultStore[Any]],
+        kinds: Sequence[Kind[Any, Any]],
+        directory: Path | None,
+    ) -> None:
         """Called once the run's results are all in, before the report is built, with each
         kind's results by kind name: a writer that reads every result may `read_along` the
         pass that builds the summaries, rather than decode them all again in `files`."""
@@ -116,21 +121,34 @@ class MarkdownWriter(Writer):
 
     def __init__(self) -> None:
         # What the charts read off the results, fed by the summaries' pass, and whether it
-        # was fed them all.
+        # was fed them all; each kind's details, made along that pass (None if it fell short).
         self._traced: tuple[Traced, Callable[[], bool]] | None = None
+        self._details: dict[str, Callable[[], Iterable[str] | None]] = {}
 
-    def before_report(self, stores: Mapping[str, ResultStore[Any]], directory: Path | None) -> None:
+    def before_report(
+        self,
+        stores: Mapping[str, ResultStore[Any]],
+        kinds: Sequence[Kind[Any, Any]],
+        directory: Path | None,
+    ) -> None:
         if directory is None:
             return
         from pytest_llmtool.report.charts import Traced
 
         traced = Traced()
         self._traced = traced, traced.read_along(stores)
+        self._details = {
+            kind.name: kind.markdown_details_along(stores[kind.name])
+            for kind in kinds
+            if kind.name in stores
+        }
 
     def files(
         self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], directory: Path | None
     ) -> list[Path]:
         fed, self._traced = self._traced, None
+        along, self._details = self._details, {}
+        details = {name: lines for name, made in along.items() if (lines := made()) is not None}
         if directory is None:
             return []
         from pytest_llmtool.report.charts import charts_or_reason
@@ -146,7 +164,7 @@ class MarkdownWriter(Writer):
             write_atomic(folder / f"{chart.name}.svg", chart.svg)
         links = [(chart.title, f"charts/{chart.name}.svg") for chart in drawn]
         path = directory / "report.md"
-        write_atomic(path, _joined(markdown_lines(report, kinds, links, failed)))
+        write_atomic(path, _joined(markdown_lines(report, kinds, links, failed, details)))
         return [path, folder] if drawn else [path]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -85,10 +85,12 @@ def markdown_lines(
     kinds: Sequence[Kind[Any, Any]],
     charts: Sequence[tuple[str, str]] = (),
     charts_failed: str | None = None,
+    details: Mapping[str, Iterable[str]] | None = None,
 ) -> Iterator[str]:
     """The metadata, each kind's summary sections, the errors, the charts (title, relative
     path of an SVG written beside, or why there are none), then each kind's details, line by
-    line: the details of a large run are written as they are made."""
+    line: the details of a large run are written as they are made (or as `details` has them,
+    by kind name, made along the summaries' pass)."""
     yield from ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
     yield from summary_lines(report, kinds)
     if charts_failed:
@@ -98,7 +100,8 @@ def markdown_lines(
         for title, path in charts:
             yield from [f"![{text(title)}]({path})", ""]
     for kind in kinds:
-        yield from kind.markdown_details(report)
+        made = (details or {}).get(kind.name)
+        yield from kind.markdown_details(report) if made is None else made
 
 
 def markdown_report(

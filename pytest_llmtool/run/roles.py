@@ -449,7 +449,7 @@ class Controller:
         directory = self.config.stash[STATE_KEY].settings.report_dir
         writers = self.config.stash[WRITERS_KEY]
         for writer in writers:  # may read along the summaries' pass over the results
-            writer.before_report(self.results, directory)
+            writer.before_report(self.results, self.kinds, directory)
         self.report = self.build_report(session.exitstatus, session)
         gate = self.config.stash.get(GATE_KEY, None)
         if gate is not None:  # --llm-baseline: compares, and may decide the exit status

@@ -11,7 +11,7 @@ its modes compared per model by `tool_modes.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from pytest_llmtool.sandbox.vfs import CALL_TIMEOUT_SECONDS, VfsSandbox, bash_to
 
 if TYPE_CHECKING:
     from pytest_llmtool.agents.budget import Budget
+    from pytest_llmtool.report.store import ResultStore
     from pytest_llmtool.run.items import LlmItem
     from pytest_llmtool.run.state import RunState
 
@@ -308,6 +309,13 @@ class BashKind(Kind[Task, TaskResult]):
         from pytest_llmtool.kinds.bash.report import markdown_details
 
         return markdown_details(report)
+
+    def markdown_details_along(
+        self, store: ResultStore[TaskResult]
+    ) -> Callable[[], Iterable[str] | None]:
+        from pytest_llmtool.kinds.bash.report import markdown_details_along
+
+        return markdown_details_along(store)
 
 
 def _scripting_properties(result: TaskResult) -> list[tuple[str, object]]:

@@ -3,13 +3,18 @@ section of `report.md`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pytest_llmtool.kinds.bash.summary import friction_signals, needs_token_split, token_splits
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
 from pytest_llmtool.report.markdown import Code, markdown_note, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, bounds, show
+
+if TYPE_CHECKING:
+    from pytest_llmtool.report.store import ResultStore
 
 
 def _tokens(n: int) -> str:
@@ -244,9 +249,49 @@ def markdown_details(report: EvalReport) -> Iterator[str]:
     """Every task's section, one task at a time: a 100k-task run's are never held at once."""
     if not report.results:
         return
-    yield from ["## Task Details", ""]
+    yield from DETAILS_HEAD
     for result in report.results:
         yield from _task_section(result)
+
+
+DETAILS_HEAD = ("## Task Details", "")
+
+
+def markdown_details_along(store: ResultStore[TaskResult]) -> Callable[[], Iterator[str] | None]:
+    """`markdown_details`, each task's section written as the next pass over `store` reads
+    its result, to a temporary file (a 100k-task run's sections are never held at once).
+    The returned function gives the lines once, or None when that pass did not reach the
+    end. They come back in pieces of whole lines, as a piece of lines joined."""
+    # Closed by `given`: when read to its end, or at once when the pass fell short.
+    spool = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")  # noqa: SIM115
+    count = 0
+
+    def read(result: TaskResult) -> None:
+        nonlocal count
+        count += 1
+        spool.write("\n".join(_task_section(result)) + "\n")
+
+    done = store.read_along(read)
+
+    def lines() -> Iterator[str]:
+        with spool:
+            if count:
+                yield from DETAILS_HEAD
+                spool.seek(0)
+                while piece := spool.read(_PIECE):
+                    yield (piece + spool.readline())[:-1]  # to the end of its last line
+
+    def given() -> Iterator[str] | None:
+        if done():
+            return lines()
+        spool.close()
+        return None
+
+    return given
+
+
+# Characters read back at a time: whole lines, about a megabyte.
+_PIECE = 1 << 20
 
 
 def _task_section(result: TaskResult) -> list[str]:
