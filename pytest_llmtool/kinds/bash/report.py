@@ -290,8 +290,9 @@ def markdown_details_along(store: ResultStore[TaskResult]) -> Callable[[], Itera
     return given
 
 
-# Characters read back at a time: whole lines, about a megabyte.
-_PIECE = 1 << 20
+# Characters read back at a time (then to the end of a line): few, as each is copied again
+# on its way out (redacted, joined, encoded).
+_PIECE = 1 << 16
 
 
 def _task_section(result: TaskResult) -> list[str]:
