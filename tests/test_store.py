@@ -61,6 +61,21 @@ def test_a_pass_stopped_early_leaves_its_reader_along_undone() -> None:
     assert not done() and seen == ["t0"]  # that pass was its only one
 
 
+def test_a_reader_along_that_raises_costs_the_pass_nothing_but_itself() -> None:
+    store: ResultStore[TaskResult] = ResultStore(TaskResult)
+    for n in range(3):
+        store.append(result(n))
+    seen: list[str] = []
+
+    def fails(r: TaskResult) -> None:
+        raise ValueError(r.task_id)
+
+    broken = store.read_along(fails)
+    done = store.read_along(lambda r: seen.append(r.task_id))
+    assert [r.task_id for r in store] == ["t0", "t1", "t2"]  # the pass went on
+    assert not broken() and done() and seen == ["t0", "t1", "t2"]
+
+
 def test_an_empty_store_has_nothing_to_read_along() -> None:
     store: ResultStore[TaskResult] = ResultStore(TaskResult)
     assert store.read_along(lambda r: None)()

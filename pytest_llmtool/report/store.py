@@ -74,8 +74,11 @@ class ResultStore(Sequence[R], Generic[R]):
         along, self._along = self._along, []
         for blob in self._blobs:
             result = self._decode(blob)
-            for reader, _ in along:
-                reader(result)
+            for entry in list(along):  # a copy: a reader that raises leaves it
+                try:
+                    entry[0](result)
+                except Exception:  # its own pass will raise it where it belongs
+                    along.remove(entry)
             yield result
         for _, done in along:
             done.append(True)
@@ -85,8 +88,9 @@ class ResultStore(Sequence[R], Generic[R]):
         whoever makes it: the run's summaries make one, and a writer reading along saves a
         decode per result. Ask once the store is complete: a result kept later is not read.
         The returned check says whether that pass reached the end; when it says no (no such
-        pass came, or it stopped early), the reader saw only part of the results (or none)
-        and must be given them by a pass of its own."""
+        pass came, it stopped early, or the reader raised: that pass goes on without it),
+        the reader saw only part of the results (or none) and must be given them by a pass
+        of its own."""
         done: list[bool] = []
         if self._blobs:
             self._along.append((reader, done))
