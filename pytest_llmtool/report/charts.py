@@ -302,8 +302,8 @@ def _grouped_bars(
 class Traced:
     """What the charts read off the traces, gathered in one pass over the results when a chart
     first asks: the results are decoded as they are read (`report/store.py`), so a large
-    run's are not decoded once per chart. A writer may instead feed it result by result as
-    another pass reads them (`read_along`), and hand it over already `gathered`."""
+    run's are not decoded once per chart. A writer may instead have it fed result by result
+    as another pass reads them (`read_along`), and hand it to `charts` fed."""
 
     def __init__(self, report: EvalReport | None = None) -> None:
         self._report = report
