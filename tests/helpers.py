@@ -15,7 +15,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from pytest_llmtool.records import SCHEMA_PATH
+from pytest_llmtool.records import SCHEMA_PATH, RunMetadata
 
 # The API key the `server` fixture puts in the environment: no output may ever show it.
 SERVER_KEY = "sk-test-DO-NOT-LEAK-4f9c2a"
@@ -249,3 +249,18 @@ def write_agent(root: Path, body: str) -> Path:
     agent.write_text("#!/bin/bash\n" + textwrap.dedent(body))
     agent.chmod(0o755)
     return agent
+
+
+def run_metadata() -> RunMetadata:
+    """The least a run report's metadata holds, for reports built in unit tests."""
+    return RunMetadata(
+        plugin="0",
+        pytest="9",
+        python="3.11",
+        models=[],
+        max_turns=1,
+        command_line=[],
+        started="s",
+        finished="f",
+        exit_status=0,
+    )

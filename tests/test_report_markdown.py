@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import write_dataset
+from helpers import run_metadata, write_dataset
 
 from pytest_llmtool.kinds.bash.report import markdown_details, markdown_details_along
 from pytest_llmtool.records import (
     AgentTrace,
     EvalReport,
-    RunMetadata,
     ScoreResult,
     TaskResult,
     TaskScore,
@@ -134,14 +133,4 @@ def test_details_whose_pass_fell_short_are_not_given() -> None:
 
 
 def _report(results: list[TaskResult]) -> EvalReport:
-    metadata = RunMetadata(
-        plugin="0",
-        pytest="9",
-        python="3",
-        models=[],
-        max_turns=1,
-        started="s",
-        finished="f",
-        exit_status=0,
-    )
-    return EvalReport(metadata=metadata, results=results)
+    return EvalReport(metadata=run_metadata(), results=results)

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import run_metadata
 
-from pytest_llmtool.records import AgentTrace, EvalReport, RunMetadata, TaskResult, TaskScore
+from pytest_llmtool.records import AgentTrace, EvalReport, TaskResult, TaskScore
 from pytest_llmtool.report import report_json
 from pytest_llmtool.report.store import ResultStore
 
@@ -88,27 +89,13 @@ def test_a_result_is_kept_smaller_than_its_json() -> None:
     assert len(store._blobs[0]) < len(r.model_dump_json())
 
 
-def metadata() -> RunMetadata:
-    return RunMetadata(
-        plugin="0",
-        pytest="9",
-        python="3.11",
-        models=[],
-        max_turns=1,
-        command_line=[],
-        started="s",
-        finished="f",
-        exit_status=0,
-    )
-
-
 def test_report_json_streams_stored_results_into_the_same_record() -> None:
     store: ResultStore[TaskResult] = ResultStore(TaskResult)
     for n in range(3):
         store.append(result(n))
-    streamed = EvalReport(metadata=metadata())
+    streamed = EvalReport(metadata=run_metadata())
     streamed.results = store
-    in_memory = EvalReport(metadata=metadata(), results=[result(n) for n in range(3)])
+    in_memory = EvalReport(metadata=run_metadata(), results=[result(n) for n in range(3)])
     text = "".join(report_json(streamed))
     assert json.loads(text) == json.loads(in_memory.model_dump_json())
     assert text == "".join(report_json(in_memory))
@@ -117,7 +104,7 @@ def test_report_json_streams_stored_results_into_the_same_record() -> None:
 
 
 def test_report_json_of_a_report_without_results_is_valid() -> None:
-    report = EvalReport(metadata=metadata())
+    report = EvalReport(metadata=run_metadata())
     assert json.loads("".join(report_json(report))) == json.loads(report.model_dump_json())
 
 
