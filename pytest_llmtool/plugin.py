@@ -9,6 +9,7 @@ be an eval file (`inputs/sniff.py`). A run that collects none pays for this modu
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "its items (select with -m \"llm(category='x')\")",
     )
     config.stash[ACTIVE_KEY] = False
+    if gc.get_freeze_count():  # perhaps an earlier run's, left frozen (`run/heap.py`)
+        from pytest_llmtool.run.heap import thaw_left
+
+        thaw_left()
     if _asked_for(config):
         _wake(config)
 
@@ -82,10 +87,13 @@ def _asked_for(config: pytest.Config) -> bool:
 
 
 def _wake(config: pytest.Config) -> None:
-    from pytest_llmtool.run.activate import activate
+    from pytest_llmtool.run.heap import kept
 
     config.stash[ACTIVE_KEY] = True
-    activate(config)
+    with kept(config):
+        from pytest_llmtool.run.activate import activate
+
+        activate(config)
 
 
 def _wake_collecting(config: pytest.Config) -> None:

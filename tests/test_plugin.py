@@ -467,6 +467,54 @@ def test_the_reports_kept_to_the_end_are_frozen_before_the_report_is_built(
     assert after > before
 
 
+def test_a_run_that_ends_its_process_leaves_what_it_froze_frozen(
+    pytester: pytest.Pytester, dataset: Path
+) -> None:
+    # CPython's collections at exit would walk it all; a program that calls pytest.main and
+    # goes on gets it back.
+    pytester.makeconftest(
+        """
+        import atexit, gc
+        atexit.register(lambda: print("at exit frozen:", gc.get_freeze_count()))
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-model=oracle")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    line = next(x for x in result.outlines if x.startswith("at exit frozen: "))
+    assert int(line.removeprefix("at exit frozen: ")) > 0
+    program = (
+        "import gc, pytest\n"
+        "pytest.main(['-q', '-p', 'no:cacheprovider', '--llm-model=oracle', 'data.jsonl'])\n"
+        "print('after main frozen:', gc.get_freeze_count())\n"
+    )
+    ran = pytester.run(sys.executable, "-c", program)
+    assert "after main frozen: 0" in ran.outlines
+
+
+def test_the_next_run_of_the_process_gives_back_what_the_last_left_frozen(
+    pytester: pytest.Pytester, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from pytest_llmtool.run import heap
+
+    monkeypatch.setattr(heap, "pytest_is_the_program", lambda: True)
+    ran = pytester.inline_run("--llm-model=oracle", "data.jsonl")
+    ran.assertoutcome(passed=2, failed=1, skipped=1)
+    assert gc.get_freeze_count() > 0
+    plain = pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.inline_run(plain).assertoutcome(passed=1)  # the plugin stays asleep
+    assert gc.get_freeze_count() == 0
+    # A run that ends on a usage error while waking freezes nothing.
+    pytester.inline_run("--llm-model=oracle", "--llm-concurrency=0", "data.jsonl")
+    assert gc.get_freeze_count() == 0
+    # Not pytest's command line: given back as the run ends, as before.
+    monkeypatch.setattr(heap, "pytest_is_the_program", lambda: False)
+    ran = pytester.inline_run("--llm-model=oracle", "data.jsonl")
+    ran.assertoutcome(passed=2, failed=1, skipped=1)
+    assert gc.get_freeze_count() == 0
+
+
 def test_collection_pauses_the_collector_and_takes_what_it_left_unreachable() -> None:
     import gc
     import weakref
