@@ -491,6 +491,25 @@ def test_a_run_that_ends_its_process_leaves_what_it_froze_frozen(
     assert "after main frozen: 0" in ran.outlines
 
 
+def test_the_pytest_script_is_pytest_s_command_line_too(pytester: pytest.Pytester) -> None:
+    script = Path(sys.executable).with_name("pytest")
+    if not script.exists():
+        pytest.skip(f"no pytest script beside {sys.executable}")
+    pytester.makeconftest(
+        """
+        from pytest_llmtool.run.heap import pytest_is_the_program
+
+        def pytest_report_header():
+            return f"the program: {pytest_is_the_program()}"
+        """
+    )
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    assert "the program: True" in pytester.run(script).outlines
+    assert "the program: True" in pytester.run(sys.executable, "-m", "pytest").outlines
+    program = "import pytest; pytest.main([])"
+    assert "the program: False" in pytester.run(sys.executable, "-c", program).outlines
+
+
 def test_the_next_run_of_the_process_gives_back_what_the_last_left_frozen(
     pytester: pytest.Pytester, dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,11 +70,12 @@ def pytest_is_the_program() -> bool:
     """Whether this process is pytest's command line (`pytest`, `python -m pytest`), which
     exits when pytest returns; not a program that calls `pytest.main` and goes on."""
     main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return (
-        getattr(spec, "name", None) == "pytest.__main__"
-        or getattr(main, "console_main", None) is pytest.console_main
-    )
+    if getattr(getattr(main, "__spec__", None), "name", None) == "pytest.__main__":
+        return True
+    # The `pytest` script imports its entry point: `pytest.console_main`, or pytest 9's own
+    # `_pytest.config._console_main`.
+    entries = [pytest.console_main, getattr(sys.modules["_pytest.config"], "_console_main", None)]
+    return any(getattr(main, name, None) in entries for name in ("console_main", "_console_main"))
 
 
 @contextmanager
