@@ -534,6 +534,30 @@ def test_the_next_run_of_the_process_gives_back_what_the_last_left_frozen(
     assert gc.get_freeze_count() == 0
 
 
+def test_what_an_earlier_run_left_frozen_is_collected_before_the_next_run_freezes(
+    pytester: pytest.Pytester, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import weakref
+
+    from pytest_llmtool.run import heap
+
+    class Node:
+        other: Any = None
+
+    monkeypatch.setattr(heap, "pytest_is_the_program", lambda: True)
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: only a collection frees it
+    gone = weakref.ref(a)
+    pytester.inline_run("--llm-model=oracle", "data.jsonl")
+    del a, b
+    gc.collect()
+    assert gone() is not None  # frozen by the run, and left so
+    pytester.inline_run("--llm-model=oracle", "data.jsonl")  # waking freezes again
+    assert gone() is None
+    heap.thaw_left()
+
+
 def test_collection_pauses_the_collector_and_takes_what_it_left_unreachable() -> None:
     import gc
     import weakref
