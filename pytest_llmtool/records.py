@@ -275,7 +275,8 @@ class AgentTrace(BaseModel):
         return sum(c.retries for c in self.llm_calls)
 
     def transcript(self) -> str:
-        """The conversation as readable text: what a judge reads and the artifacts keep."""
+        """The conversation as readable text, as the artifacts and reports keep it (a judge
+        reads it as JSON entries: `agents/judge.py`)."""
         lines = []
         for message in self.messages:
             for block in message.content:

@@ -30,7 +30,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -418,6 +418,8 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Turn]] = dict(script or {})
         self._partial: dict[str, list[Turn]] = {}
+        # respond_containing: a fragment of the prompt, and what answers it from the prompt.
+        self._responders: dict[str, Callable[[str], str]] = {}
         # script_attempts: each prompt's attempts not yet started, and the attempt (its turns)
         # that issued each id, so a conversation's later requests stay with its attempt.
         self._attempts: dict[str, deque[list[Turn]]] = {}
@@ -497,6 +499,13 @@ class FakeLLMServer:
         transcript), where only a part is known in advance."""
         with self._lock:
             self._partial[fragment] = list(turns)
+
+    def respond_containing(self, fragment: str, reply: Callable[[str], str]) -> None:
+        """Answer every conversation whose first user message contains ``fragment`` and has no
+        exact script with ``reply(prompt)``, ahead of `script_containing`: a model that reads
+        what it is sent (a judge that obeys whatever it takes for instructions)."""
+        with self._lock:
+            self._responders[fragment] = reply
 
     def script_attempts(self, prompt: str, attempts: list[list[Turn]]) -> None:
         """Script each conversation with ``prompt`` differently: the n-th conversation to start
@@ -600,6 +609,7 @@ class FakeLLMServer:
         with self._lock:
             self._scripts.clear()
             self._partial.clear()
+            self._responders.clear()
             self._attempts.clear()
             self._attempt_fragments.clear()
             self._owner.clear()
@@ -640,7 +650,11 @@ class FakeLLMServer:
                 return attempts[-1]
             turns = self._scripts.get(prompt) if prompt is not None else None
             if turns is None and prompt is not None:
-                turns = next((t for f, t in self._partial.items() if f in prompt), None)
+                reply = next((r for f, r in self._responders.items() if f in prompt), None)
+                if reply is not None:
+                    turns = [Turn(text=reply(prompt))]
+                else:
+                    turns = next((t for f, t in self._partial.items() if f in prompt), None)
         if turns is None:
             shown = prompt if prompt is None or len(prompt) <= 200 else prompt[:200] + "..."
             raise _Reject(f"no script for prompt {shown!r}")

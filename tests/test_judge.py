@@ -187,7 +187,7 @@ def test_response_schema_requires_only_the_rubrics_fields_and_scores() -> None:
 
 
 def test_judge_prompt_inlines_task_rubric_and_skeleton() -> None:
-    assert TASK in PROMPT and TRANSCRIPT in PROMPT
+    assert TASK in PROMPT and json.dumps(TRANSCRIPT) in PROMPT
     for criterion in RUBRIC.criteria:
         assert f"- {criterion.id} (weight {criterion.weight:g}): {criterion.description}" in PROMPT
     assert "JSON only" in PROMPT
@@ -201,7 +201,7 @@ def test_judge_prompt_keeps_head_and_tail_of_a_long_transcript() -> None:
     transcript = "HEAD" + "x" * 10_000 + "TAIL"
     prompt = judge_prompt(TASK, transcript, RUBRIC, max_transcript_chars=1000)
     assert "HEAD" in prompt and "TAIL" in prompt
-    assert f"[... {len(transcript) - 1000} characters omitted ...]" in prompt
+    assert f"[{len(transcript) - 1000} characters of this message omitted]" in prompt
     assert prompt.count("x") < 1100
     assert TASK in prompt and all(cid in prompt for cid in RUBRIC.ids)
     short = judge_prompt(TASK, "short", RUBRIC, max_transcript_chars=1000)

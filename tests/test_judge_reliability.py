@@ -9,11 +9,19 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from fake_llm_server import FakeLLMServer, Turn
 from helpers import PROMPT, read_report, scenario, write_scenario
 
 from pytest_llmtool import cli
-from pytest_llmtool.agents.judge import decide, majority, sample_work_id
+from pytest_llmtool.agents.judge import (
+    Entry,
+    Rubric,
+    decide,
+    judge_prompt,
+    majority,
+    sample_work_id,
+)
 from pytest_llmtool.history.calibrate import MIN_LABELS, load_labels, parse_gate
 from pytest_llmtool.stats.agreement import cohen_kappa, krippendorff_alpha, leniency, raw_agreement
 
@@ -301,6 +309,8 @@ criteria:
 """
 # The people's score of each transcript (both criteria), and their verdict at 0.5.
 HUMAN = [0.1, 0.2, 0.4, 0.6, 0.8]
+LABEL_RUBRIC = Rubric.model_validate(yaml.safe_load(RUBRIC))
+REVERSED = Rubric(criteria=list(reversed(LABEL_RUBRIC.criteria)))
 LENIENCY = 0.2
 
 
@@ -323,10 +333,6 @@ def _labels(root: Path, human: list[float] = HUMAN) -> Path:
     return path
 
 
-def _criteria_line(first: str) -> str:
-    return "Rubric: score each criterion from 0 (not met at all) to 1 (fully met).\n- " + first
-
-
 def _lenient_judge(server: FakeLLMServer, human: list[float] = HUMAN) -> None:
     """A judge LENIENCY above the people on both criteria; asked with the criteria in reverse
     order it scores `a` 0.1 lower (an order effect of 0.1 on `a`, 0.05 overall)."""
@@ -335,13 +341,10 @@ def _lenient_judge(server: FakeLLMServer, human: list[float] = HUMAN) -> None:
         rest = {"weighted_score": score, "confidence": 1, "issues": [], "highlights": []}
         forward = {"scores": {"a": score, "b": score}, **rest}
         flipped = {"scores": {"a": round(score - 0.1, 6), "b": score}, **rest}
-        where = f"transcript number {i}\n</transcript>\n\n"
-        server.script_containing(
-            where + _criteria_line("a (weight"), [Turn(text=json.dumps(forward))]
-        )
-        server.script_containing(
-            where + _criteria_line("b (weight"), [Turn(text=json.dumps(flipped))]
-        )
+        transcript = f"transcript number {i}"
+        for rubric, reply in ((LABEL_RUBRIC, forward), (REVERSED, flipped)):
+            prompt = judge_prompt("Do the thing.", transcript, rubric)
+            server.script(prompt, [Turn(text=json.dumps(reply))])
 
 
 def test_calibrate_prints_the_hand_computed_statistics(
@@ -500,7 +503,7 @@ def test_yaml_labels_name_their_line_and_may_come_from_a_report(tmp_path: Path) 
     )
     labels, problems = load_labels(path)
     assert [label.where for label in labels] == [f"{path}:2"]
-    assert "hi" in labels[0].transcript
+    assert labels[0].transcript == [Entry(role="user", kind="text", content="hi")]
     assert problems == [
         f"{path}:6: colour: Extra inputs are not permitted",
         f"{path}:11: item.nodeid: no item 'other' in {tmp_path / 'report.json'}",

@@ -483,10 +483,11 @@ def test_the_judge_is_told_the_server_its_tools_and_the_calls(
     result = pytester.runpytest("--llm-judge-model=haiku", "--llm-report=out")
     result.assert_outcomes(passed=1)
     (judge,) = [r for r in server.requests if r.body.get("model") == "claude-haiku-4-5"]
-    prompt = json.dumps(judge.body["messages"])
+    content = judge.body["messages"][0]["content"]
+    prompt = content if isinstance(content, str) else content[0]["text"]
     assert "the MCP server `hostile` exposing tools [ok, hang, crash, huge, leak, net]" in prompt
     assert "The agent made 2 MCP tool calls:" in prompt
-    assert "2. leak {} -> ok" in prompt
+    assert "2. leak {} -\\u003e ok" in prompt  # the transcript's JSON writes > as \u003e
 
 
 def test_an_external_agent_cannot_run_an_mcp_scenario_and_says_so(

@@ -27,9 +27,11 @@ from pytest_llmtool.agents.judge import (
     PanelJudge,
     PanelVerdict,
     Rubric,
+    Transcript,
     load_rubric,
     run_panel,
     sample_work_id,
+    trace_entries,
 )
 from pytest_llmtool.agents.registry import ClientPool
 from pytest_llmtool.inputs.safe_yaml import UnsafeYaml, key_path, load_yaml
@@ -78,7 +80,7 @@ class Label:
     where: str  # file:line
     id: str
     task: str
-    transcript: str
+    transcript: Transcript
     rubric: Rubric
     threshold: float
     scores: dict[str, float]
@@ -99,8 +101,9 @@ def _rubric(spec: str | dict[str, Any], base: Path) -> Rubric:
         raise ValueError(f"rubric.{key_path(first['loc'])}: {first['msg']}") from None
 
 
-def _report_transcript(item: _LabelItem, base: Path) -> str:
-    """The transcript of an item of an earlier run's report.json, by node id."""
+def _report_transcript(item: _LabelItem, base: Path) -> Transcript:
+    """The transcript of an item of an earlier run's report.json, by node id: its trace's
+    entries, as its run's judge read them, or the transcript its artifacts kept."""
     path = base / item.report
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
@@ -111,7 +114,7 @@ def _report_transcript(item: _LabelItem, base: Path) -> str:
         if entry.get("nodeid") != item.nodeid:
             continue
         if isinstance(entry.get("trace"), dict):
-            return AgentTrace.model_validate(entry["trace"]).transcript()
+            return trace_entries(AgentTrace.model_validate(entry["trace"]))
         if isinstance(entry.get("artifacts"), str):
             try:
                 return (Path(entry["artifacts"]) / "transcript.txt").read_text(encoding="utf-8")
@@ -146,7 +149,7 @@ def _label(data: Any, where: str, base: Path) -> Label:
     for cid, score in spec.scores.items():
         if not (math.isfinite(score) and 0 <= score <= 1):
             raise ValueError(f"scores.{cid}: {score} is outside 0..1")
-    transcript = spec.transcript
+    transcript: Transcript | None = spec.transcript
     if spec.item is not None:
         transcript = _report_transcript(spec.item, base)
     assert transcript is not None

@@ -338,7 +338,12 @@ async def _judge_checks(
     the judge scores the run at least 0.5 on that one criterion, and keeps the weight the
     dataset gives it (bashkit-eval's stub forced 0). Also returns the judge's calls, metered
     against the budget like the agent's."""
-    from pytest_llmtool.agents.judge import run_judge, single_criterion_rubric
+    from pytest_llmtool.agents.judge import (
+        run_judge,
+        single_criterion_rubric,
+        trace_entries,
+        trimmed_note,
+    )
 
     results = list(score.results)
     calls: list[LLMCallMetrics] = []
@@ -349,13 +354,16 @@ async def _judge_checks(
             judge.create(NamedWork(f"{task.id}.judge{index}"), trial),
             single_criterion_rubric(check.text),
             task=task.prompt,
-            transcript=trace.transcript(),
+            transcript=trace_entries(trace),
             threshold=LLM_JUDGE_THRESHOLD,
             price=judge.price,
             budget=budget,
         )
         calls += verdict.calls
         results[index] = ScoreResult(
-            check=check.spec, passed=verdict.passed, detail=verdict.message, weight=weight
+            check=check.spec,
+            passed=verdict.passed,
+            detail=verdict.message + trimmed_note(verdict.trimmed),
+            weight=weight,
         )
     return TaskScore.of(score.task_id, results), calls

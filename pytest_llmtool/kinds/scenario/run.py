@@ -28,11 +28,14 @@ from typing import TYPE_CHECKING, Literal
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.judge import (
+    Entry,
     PanelJudge,
     PanelVerdict,
+    Transcript,
     load_rubric,
     run_panel,
     sample_work_id,
+    trace_entries,
 )
 from pytest_llmtool.agents.loop import commands_of, run_agent_loop
 from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
@@ -513,9 +516,14 @@ async def _run_and_evaluate(
         elif not run.judges:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
-            shown = transcript
-            if mcp is not None:
-                shown = f"{mcp_judge_context(mcp.record)}\n\n{transcript}"
+            # The judge reads the trace's entries; an external agent leaves only its output
+            # (and never drives an MCP target).
+            shown: Transcript = transcript
+            if trace is not None:
+                shown = entries = trace_entries(trace)
+                if mcp is not None:
+                    summary = mcp_judge_context(mcp.record)
+                    shown = [Entry(role="harness", kind="text", content=summary), *entries]
             verdict = await run_panel(
                 [_panel_judge(run, spec) for spec in run.judges],
                 load_rubric(scenario.rubric_path),
