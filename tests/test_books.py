@@ -33,6 +33,7 @@ from pytest_llmtool.records import (
     TextBlock,
     Usage,
 )
+from pytest_llmtool.report.markdown import text
 
 HAIKU = DEFAULT_PRICES["claude-haiku-4-5"]
 GPT = DEFAULT_PRICES["gpt-5.2"]
@@ -291,7 +292,7 @@ def test_max_cost_stops_tasks_in_flight_before_their_next_call(
     line = BudgetSummary(limit_usd=0.0001, spent_usd=served * CALL_COST).line()
     assert line.startswith(f"--llm-max-cost: ${served * CALL_COST:.4f} spent of $0.0001, over by")
     result.stdout.fnmatch_lines([line])
-    assert line in (pytester.path / "out" / "report.md").read_text()
+    assert text(line) in (pytester.path / "out" / "report.md").read_text()
 
 
 def test_max_cost_refuses_a_judge_call_once_the_agent_spent_it(

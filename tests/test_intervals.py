@@ -239,7 +239,7 @@ def test_report_and_terminal_carry_the_intervals(pytester: pytest.Pytester, data
         ]
     )
     markdown = (pytester.path / "out" / "report.md").read_text()
-    assert "| Pass rate | 67% \\[13\u201398%\\]* |" in markdown
+    assert "| Pass rate | 67% \\[13\u201398%\\]\\* |" in markdown
     assert "\\* n &lt; 30: wide interval" in markdown
     assert "## Healthy Profile" in markdown
 

@@ -18,7 +18,7 @@ def test_the_step_summary_is_appended_when_the_variable_is_set(
     text = summary.read_text()
     assert text.startswith("earlier step\n## pytest-llmtool\n")
     assert "| Model | Passed | Pass rate \\[95% CI\\] | Errors |" in text
-    assert "| oracle | 2/3 | 67% \\[13–98%\\]* | 0 |" in text  # noqa: RUF001
+    assert "| oracle | 2/3 | 67% \\[13–98%\\]\\* | 0 |" in text  # noqa: RUF001
     assert "| nop | 1/4 |" in text
     assert "| Tasks passed | 2/3 | 1/4 |" in text  # report.md's summary tables follow
 

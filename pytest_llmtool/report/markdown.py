@@ -1,8 +1,11 @@
 """`report.md`: the document, and the helpers every kind's sections are written with.
 
-Task text, model output and tool output are hostile input here: many Markdown viewers render
-raw HTML, so every value is written inert (`text`: HTML escaped, link and table syntax
-backslashed, one line) or as a code span that nothing inside can close (`code`).
+Task text, model output and tool output are hostile input here (the step summary is written
+with these helpers too): many Markdown viewers render raw HTML, and GitHub links bare URLs. So
+every value is written inert, on one line: `text` escapes HTML, backslashes the syntax of
+emphasis, strikethrough, math, links, images, code and cells and whatever would open a block at
+a line's start, and shows the words GitHub would link (a URL, `www.`, an address) as code
+spans, which it never links; `code` makes a code span that nothing inside can close.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
 
 
-_SYNTAX = re.compile(r"([\\`\[\]|])")
+# Inline syntax: escapes, code, emphasis (`_` only where it could open or close one: between
+# two letters or digits it cannot), strikethrough, math (GitHub's `$`), links, table cells.
+_SYNTAX = re.compile(r"([\\`*~$\[\]|]|_(?:(?![^\W_])|(?<![^\W_]_)))")
+# What opens a block at a line's start (a heading, a setext underline, a list item, a rule):
+# callers start lines and list items with text.
+_BLOCK = re.compile(r"(\d{0,9})((?<!\d)(?:[#=]|[-+](?=\s|$)|-(?=[-\s]*$))|(?<=\d)[.)](?=\s|$))")
+# What GitHub links in plain text (`http://`, `https://` and `www.` URLs, e-mail addresses,
+# and `@name`, a mention): a word holding one is shown as code, which GitHub never links.
+_LINKED = re.compile(r"://|www\.|@", re.IGNORECASE)
 _TICKS = re.compile(r"`+")
 
 
@@ -39,14 +50,36 @@ class Code(str):
 
 
 def text(value: object) -> str:
-    """Untrusted text as inert Markdown on one line: no HTML, links, images, code or cells."""
+    """Untrusted text as inert Markdown on one line: no HTML, emphasis, links (bare URLs
+    included), images, headings, lists, code or cells; every character still shown."""
     shown = str(value)
     return _short(shown) if len(shown) <= _SHORT else _inert(shown)
 
 
 def _inert(value: str) -> str:
-    escaped = _SYNTAX.sub(r"\\\1", html.escape(value, quote=False))
-    return " ".join(escaped.split())
+    flat = " ".join(value.split())
+    shown: list[str] = []
+    start = 0
+    for found in _LINKED.finditer(flat) if _may_link(flat) else ():
+        if found.start() < start:
+            continue  # in the word just shown as code
+        begin = flat.rfind(" ", 0, found.start()) + 1
+        end = flat.find(" ", found.end()) % (len(flat) + 1)  # -1: to the end
+        shown += [_escaped(flat[start:begin]), code(flat[begin:end])]
+        start = end
+    shown.append(_escaped(flat[start:]))
+    out = "".join(shown)
+    opens = _BLOCK.match(out)
+    return out if opens is None else f"{opens[1]}\\{out[opens.end(1) :]}"
+
+
+def _may_link(flat: str) -> bool:
+    """What `_LINKED` looks for, tested cheaply first: most texts have none of it."""
+    return "://" in flat or "@" in flat or "www." in flat.lower()
+
+
+def _escaped(value: str) -> str:
+    return _SYNTAX.sub(r"\\\1", html.escape(value, quote=False))
 
 
 # A large report repeats its models, categories, checks and verdicts in every task's section:
@@ -56,10 +89,11 @@ _short = lru_cache(maxsize=4096)(_inert)
 
 
 def code(value: object) -> str:
-    """A code span (its content is never HTML) fenced longer than any backtick run inside."""
+    """A code span (its content is never HTML) fenced longer than any backtick run inside.
+    Padded when empty: a bare "``" would open a span that a later fence on the line closes."""
     inner = " ".join(str(value).split()).replace("|", "\\|")
     fence = "`" * (max((len(run) for run in _TICKS.findall(inner)), default=0) + 1)
-    pad = " " if inner.startswith("`") or inner.endswith("`") else ""
+    pad = " " if not inner or inner.startswith("`") or inner.endswith("`") else ""
     return f"{fence}{pad}{inner}{pad}{fence}"
 
 
@@ -142,11 +176,6 @@ def _baseline_lines(comparison: BaselineComparison) -> list[str]:
     return [*lines, "", f"**Verdict:** {text(baseline.verdict(comparison))}", ""]
 
 
-def markdown_note(value: object) -> str:
-    """`text` with `*` escaped too: a footnote such as `SMALL_NOTE` would start a list."""
-    return text(value).replace("*", "\\*")
-
-
 def _comparison_lines(report: EvalReport) -> list[str]:
     """Models and guidance documents side by side, the flipped tasks, then the diagnostics."""
     lines = []
@@ -154,7 +183,7 @@ def _comparison_lines(report: EvalReport) -> list[str]:
         lines += ["", "## Comparisons", "", "Paired over the tasks both ran; a - b.", ""]
         lines += table(*comparison_rows(report))
         if comparisons_small(report):
-            lines += ["", markdown_note(SMALL_NOTE)]
+            lines += ["", text(SMALL_NOTE)]
         if note := multiplicity_note(report):
             lines += ["", text(note)]
         for said, tasks in flips(report):

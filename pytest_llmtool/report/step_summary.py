@@ -1,7 +1,8 @@
 """The run on a CI job's page: with `GITHUB_STEP_SUMMARY` set (GitHub Actions sets it), the
 verdict banner (each model's passed items with an interval, errors apart), the summary tables
 of `report.md` and the regression gate's verdict are appended to that file, in
-GitHub-flavoured Markdown.
+GitHub-flavoured Markdown, every free text in it inert (`report/markdown.py`): the job's page
+shows what a task or a tool printed as text, never as its own bold verdict or link.
 """
 
 from __future__ import annotations

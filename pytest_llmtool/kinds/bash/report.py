@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pytest_llmtool.kinds.bash.summary import friction_signals, needs_token_split, token_splits
 from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
-from pytest_llmtool.report.markdown import Code, markdown_note, table, text
+from pytest_llmtool.report.markdown import Code, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, bounds, show
 
@@ -220,7 +220,7 @@ def markdown_summary(report: EvalReport) -> list[str]:
     if rows:
         lines += ["## Generate Mode", "", *table(headers, rows), ""]
     if _small(by_model):
-        lines += [markdown_note(SMALL_NOTE), ""]
+        lines += [text(SMALL_NOTE), ""]
     signals = [
         f"- \\[{text(model)}\\] {text(signal)}" for model, signal in _signals(report, by_model)
     ]

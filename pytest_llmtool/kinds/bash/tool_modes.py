@@ -19,7 +19,7 @@ from pytest_llmtool.records import (
     TaskResult,
     ToolModeSummary,
 )
-from pytest_llmtool.report.markdown import markdown_note, table
+from pytest_llmtool.report.markdown import table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats import intervals, share
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
@@ -153,4 +153,4 @@ def markdown_lines(report: EvalReport) -> list[str]:
         *table(*tool_mode_rows(report)),
         "",
     ]
-    return lines + ([markdown_note(SMALL_NOTE), ""] if _small(report) else [])
+    return lines + ([text(SMALL_NOTE), ""] if _small(report) else [])

@@ -14,7 +14,7 @@ from pytest_llmtool.records import (
     SpeedupInterval,
 )
 from pytest_llmtool.report import fragments
-from pytest_llmtool.report.markdown import code, markdown_note, table, text
+from pytest_llmtool.report.markdown import code, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE
 
@@ -132,8 +132,8 @@ def terminal_lines(report: EvalReport) -> list[str]:
 def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Optimization", "", *table(*result_rows(report.optimization_results)), ""]
     lines += ["## Optimization by Agent", "", *table(*agent_rows(report)), ""]
-    lines += [markdown_note(SMALL_NOTE), ""] if _small(report) else []
-    return [*lines, *(f"- {markdown_note(line)}" for line in LEGEND), ""]
+    lines += [text(SMALL_NOTE), ""] if _small(report) else []
+    return [*lines, *(f"- {text(line)}" for line in LEGEND), ""]
 
 
 def markdown_details(report: EvalReport) -> list[str]:

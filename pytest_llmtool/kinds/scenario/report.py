@@ -12,7 +12,7 @@ from pytest_llmtool.records import (
     ScenarioResult,
 )
 from pytest_llmtool.report import fragments
-from pytest_llmtool.report.markdown import code, markdown_note, table, text
+from pytest_llmtool.report.markdown import code, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
 
@@ -181,7 +181,7 @@ def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Scenarios", "", *table(*scenario_rows(report.scenarios)), ""]
     if report.scenario_summary:
         lines += ["## Scenarios by Model", "", *table(*model_rows(report)), ""]
-        lines += [markdown_note(SMALL_NOTE), ""] if _small(report) else []
+        lines += [text(SMALL_NOTE), ""] if _small(report) else []
         lines += [*(f"- {text(line)}" for line in judge_lines(report)), ""]
     headers, rows = guidance_rows(report.scenarios)
     if rows:
