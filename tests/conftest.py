@@ -52,6 +52,15 @@ def project(pytester: pytest.Pytester) -> Path:
 
 
 @pytest.fixture
+def item_root(tmp_path: Path) -> Path:
+    """An item's sandbox root with its work and home folders, for commands run directly."""
+    root = tmp_path / "item"
+    for sub in ("work", "home"):
+        (root / sub).mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
     """The fake LLM server, with both SDKs pointed at it by the environment."""
     with FakeLLMServer() as fake:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import textwrap
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from pytest_llmtool.records import SCHEMA_PATH, RunMetadata
+from pytest_llmtool.sandbox.isolated import BwrapUnavailable, require_bwrap
 
 # The API key the `server` fixture puts in the environment: no output may ever show it.
 SERVER_KEY = "sk-test-DO-NOT-LEAK-4f9c2a"
@@ -264,3 +266,32 @@ def run_metadata() -> RunMetadata:
         finished="f",
         exit_status=0,
     )
+
+
+def _bwrap_problem() -> str | None:
+    try:
+        require_bwrap()
+    except BwrapUnavailable as exc:
+        return str(exc)
+    return None
+
+
+# Why bubblewrap cannot jail a command here (None where it can): tests of the jail skip saying so.
+BWRAP_PROBLEM = _bwrap_problem()
+needs_bwrap = pytest.mark.skipif(
+    BWRAP_PROBLEM is not None, reason=f"bubblewrap unusable here: {BWRAP_PROBLEM}"
+)
+
+
+class Markup(HTMLParser):
+    """Every tag and attribute name of a fragment, as a browser would parse it."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_report, scenario, write_scenario
+from helpers import needs_bwrap, read_report, scenario, write_scenario
 
 import pytest_llmtool.sandbox.limits as limits_module
-from pytest_llmtool.sandbox.isolated import BwrapUnavailable, make_jail, require_bwrap
+from pytest_llmtool.sandbox.isolated import make_jail
 from pytest_llmtool.sandbox.limits import (
     DiskWatch,
     GiB,
@@ -29,29 +29,8 @@ from pytest_llmtool.sandbox.limits import (
 )
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 
-
-def _bwrap_problem() -> str | None:
-    try:
-        require_bwrap()
-    except BwrapUnavailable as exc:
-        return str(exc)
-    return None
-
-
-BWRAP_PROBLEM = _bwrap_problem()
-needs_bwrap = pytest.mark.skipif(
-    BWRAP_PROBLEM is not None, reason=f"bubblewrap unusable here: {BWRAP_PROBLEM}"
-)
 # The fork bomb runs only where the process limit is seen to bind (`_procs_bind`).
 BOMB = ":(){ :|:& };:; sleep 3"
-
-
-@pytest.fixture
-def item_root(tmp_path: Path) -> Path:
-    root = tmp_path / "item"
-    for sub in ("work", "home"):
-        (root / sub).mkdir(parents=True)
-    return root
 
 
 def run(

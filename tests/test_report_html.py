@@ -15,7 +15,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from helpers import TASKS, write_dataset
+from helpers import TASKS, Markup, write_dataset
 
 from pytest_llmtool.report.triage import tag
 from pytest_llmtool.run.html import COLUMNS, row_cells, sort_key
@@ -40,20 +40,6 @@ def hostile_task() -> dict[str, Any]:
         "expectations": [{"check": "stdout_contains:pwned"}],
         "solution": [f"echo '{HOSTILE}'", f"echo '{HOSTILE}' >&2"],
     }
-
-
-class Markup(HTMLParser):
-    """Every tag and attribute of a fragment."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.tags: set[str] = set()
-        self.attributes: set[str] = set()
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.add(tag)
-        self.attributes.update(name for name, _ in attrs)
 
 
 def blob(path: Path) -> dict[str, Any]:

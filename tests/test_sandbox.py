@@ -15,33 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_report, scenario, write_scenario
+from helpers import needs_bwrap, read_report, scenario, write_scenario
 
 from pytest_llmtool.sandbox.isolated import (
-    BwrapUnavailable,
     Jail,
     make_jail,
-    require_bwrap,
     visible_paths,
 )
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import agent_environment
 
 SECRET = "sk-test-JAIL-SECRET-4242"
-
-
-def _bwrap_problem() -> str | None:
-    try:
-        require_bwrap()
-    except BwrapUnavailable as exc:
-        return str(exc)
-    return None
-
-
-BWRAP_PROBLEM = _bwrap_problem()
-needs_bwrap = pytest.mark.skipif(
-    BWRAP_PROBLEM is not None, reason=f"bubblewrap unusable here: {BWRAP_PROBLEM}"
-)
 
 
 # --- the argv (pure) ----------------------------------------------------------------------

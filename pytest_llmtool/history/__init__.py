@@ -105,13 +105,20 @@ def _version(db: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def _migrate(db: sqlite3.Connection, path: Path) -> None:
+def _refuse_newer(db: sqlite3.Connection, path: Path) -> int:
+    """The database's schema version; one from a newer plugin is refused before anything,
+    the journal mode included, touches its file."""
     version = _version(db)
     if version > VERSION:
         raise HistoryError(
             f"{path} is a version {version} history database; this pytest-llmtool reads up "
             f"to version {VERSION}: upgrade pytest-llmtool, or use another --llm-history"
         )
+    return version
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> None:
+    version = _refuse_newer(db, path)
     for step in MIGRATIONS[version:]:
         step(db)
     if version < VERSION:
@@ -124,9 +131,13 @@ def transaction(path: Path) -> Iterator[sqlite3.Connection]:
 
     `BEGIN IMMEDIATE` takes the write lock first, so two runs finishing at once queue on the
     busy timeout instead of failing half-way; WAL keeps readers off the writer's way."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the default database's directory: a set one is checked first
+        raise HistoryError(f"{path}: cannot make its directory: {exc}") from exc
     try:
         with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as db:
+            _refuse_newer(db, path)
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("BEGIN IMMEDIATE")
