@@ -97,7 +97,7 @@ class Jail:
             "/proc",
             "--dev",
             "/dev",
-            # The jail's /tmp is memory: as much as one process may take.
+            # The jail's /tmp is memory: no more than the command's memory limit.
             *(["--size", str(self.limits.memory)] if self.limits else []),
             "--tmpfs",
             "/tmp",

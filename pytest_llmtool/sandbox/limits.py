@@ -10,9 +10,12 @@ memory, filling the disk or spinning the CPU. Every command therefore starts und
   The kernel never applies it to the host's root: run as root, the command is put in a pids
   cgroup of its own instead (`pids.max`), where the machine offers one (cgroup v1 `pids`, or
   v2 with `pids` delegated); else the process limit is not enforced (`enforced()` says so).
-- memory: RLIMIT_DATA, per process: the private writable memory it maps (heap, anonymous
-  mmap). Reserved but unused address space (a JIT's or a garbage collector's) does not count,
-  and neither does shared memory.
+- memory: all the command's processes together, in a memory cgroup of its own where one can
+  be made (cgroup v1 `memory` writable, or v2 with `memory` delegated), swap included: at the
+  limit the kernel kills the largest of them. Per process too, always: RLIMIT_DATA, the
+  private writable memory it maps (heap, anonymous mmap), so that one allocation past the
+  limit fails as an allocation rather than as a kill. Reserved but unused address space (a
+  JIT's or a garbage collector's) does not count, and neither does shared memory.
 - cpu: RLIMIT_CPU, seconds of CPU time per process (SIGXCPU, then SIGKILL a second later).
 - fsize: RLIMIT_FSIZE, the largest file a process may write (SIGXFSZ, or EFBIG).
 - disk: what the item's directory holds, watched while the command runs (`DiskWatch`).
@@ -46,9 +49,10 @@ DISK_POLL_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class Limits:
-    """Per command: `procs` processes and threads, `memory` bytes per process, `cpu` seconds
-    per process, `fsize` bytes per file; per item: `disk` bytes in its directory. The
-    defaults are far above what the examples and real benchmarks use."""
+    """Per command: `procs` processes and threads, `memory` bytes (of all its processes where
+    a memory cgroup can be made, else of each), `cpu` seconds per process, `fsize` bytes per
+    file; per item: `disk` bytes in its directory. The defaults are far above what the
+    examples and real benchmarks use."""
 
     procs: int = 2048
     memory: int = 8 * GiB
@@ -194,6 +198,8 @@ def enforced(*, jailed: bool) -> dict[str, str]:
     """How each limit is enforced for a command run here (`rlimit`, `cgroup`, `watch`), or
     `not enforced`: part of the run record."""
     how = dict.fromkeys(("memory", "cpu", "fsize"), "rlimit")
+    if cgroup_parent("memory") is not None:
+        how["memory"] = "cgroup"
     if os.geteuid() == 0:
         how["procs"] = "cgroup" if pids_parent() is not None else "not enforced"
     else:
@@ -202,11 +208,43 @@ def enforced(*, jailed: bool) -> dict[str, str]:
     return how
 
 
-@cache
+# The limit each cgroup controller enforces, in the order a command is told it met one (a
+# fork bomb meets the memory limit too, but its processes are what it ran out of first).
+_CONTROLLERS = {"pids": "procs", "memory": "memory"}
+# Per controller and cgroup version (v2 or not): the counter, a key of a file, that is no
+# longer 0 once a command met the limit: a fork refused, a process killed for want of memory.
+_MET = {
+    ("pids", False): ("pids.events", "max"),
+    ("pids", True): ("pids.events", "max"),
+    ("memory", False): ("memory.oom_control", "oom_kill"),
+    ("memory", True): ("memory.events", "oom_kill"),
+}
+# Swap's knobs, absent where swap is not accounted (then there is no swap to bound).
+_SWAP = ("memory.memsw.limit_in_bytes", "memory.swap.max")
+
+
+def _settings(controller: str, v2: bool, limits: Limits) -> dict[str, str]:
+    """What a command's cgroup is given, written in this order."""
+    if controller == "pids":
+        return {"pids.max": str(limits.procs)}
+    if v2:
+        return {"memory.max": str(limits.memory), "memory.swap.max": "0"}
+    # v1 bounds memory and swap together: the same figure leaves nothing to swap.
+    memory = str(limits.memory)
+    return {"memory.limit_in_bytes": memory, "memory.memsw.limit_in_bytes": memory}
+
+
 def pids_parent() -> Path | None:
-    """A pids cgroup this (root) process may create children in, or None."""
-    if os.geteuid() != 0:
-        return None
+    """Run as root, the pids cgroup in which each command gets one of its own; else None:
+    RLIMIT_NPROC binds every user but root."""
+    return cgroup_parent("pids") if os.geteuid() == 0 else None
+
+
+@cache
+def cgroup_parent(controller: str) -> Path | None:
+    """This process's cgroup of `controller` (`pids`, `memory`) if a command may get one of
+    its own in it (cgroup v1's, or v2's where the controller is delegated) and the kernel
+    says there when the limit was met; else None (not root, nothing delegated)."""
     try:
         own = Path("/proc/self/cgroup").read_text().splitlines()
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -215,27 +253,45 @@ def pids_parent() -> Path | None:
     for point, fstype, options in _cgroup_mounts(mounts):
         for line in own:
             hierarchy, controllers, path = line.split(":", 2)
-            v1 = fstype == "cgroup" and "pids" in options and "pids" in controllers.split(",")
+            v1 = (
+                fstype == "cgroup"
+                and controller in options
+                and controller in controllers.split(",")
+            )
             v2 = fstype == "cgroup2" and hierarchy == "0"
             if not (v1 or v2):
                 continue
             parent = Path(point) / path.lstrip("/")
-            if v2 and "pids" not in _read(parent / "cgroup.subtree_control").split():
+            if v2 and controller not in _read(parent / "cgroup.subtree_control").split():
                 continue
-            probe = parent / f"{_PREFIX}probe-{secrets.token_hex(8)}"
-            try:
-                probe.mkdir()
-                probe.rmdir()
-            except OSError:
-                continue
-            _sweep(parent)
-            return parent
+            if _can_create(parent, controller):
+                _sweep(parent)
+                return parent
     return None
+
+
+def _can_create(parent: Path, controller: str) -> bool:
+    """Whether a cgroup can be made here that counts when its limit is met: one that cannot
+    would leave a command killed at the limit with nothing to say why."""
+    probe = parent / f"{_PREFIX}{os.getpid()}-probe-{secrets.token_hex(4)}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    file, key = _MET[controller, _is_v2(probe)]
+    met = _count(probe / file, key)
+    with contextlib.suppress(OSError):  # left for a later run's sweep
+        probe.rmdir()
+    return met is not None
+
+
+def _is_v2(path: Path) -> bool:
+    return (path / "cgroup.controllers").exists()
 
 
 def _sweep(parent: Path) -> None:
     """Remove the empty cgroups of llmtool processes that are gone: a run killed with
-    SIGKILL cannot remove its own, and they would pile up in the machine's pids hierarchy."""
+    SIGKILL cannot remove its own, and they would pile up in the machine's hierarchies."""
     for entry in parent.glob(f"{_PREFIX}*"):
         owner = entry.name.removeprefix(_PREFIX).split("-")[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
@@ -258,37 +314,68 @@ def _read(path: Path) -> str:
         return ""
 
 
+def _count(path: Path, key: str) -> int | None:
+    """`key`'s counter in a cgroup file of `key value` lines; None if it has none."""
+    for line in _read(path).splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return None
+
+
 _PREFIX = "llmtool-"
 _serial = itertools.count()
 REMOVE_SECONDS = 0.5  # for killed processes to leave their cgroup (it blocks the event loop)
 
 
-class PidsCgroup:
-    """One command's pids cgroup (root only): `pids.max` processes, killed together."""
+def command_cgroup(limits: Limits) -> CommandCgroup | None:
+    """The cgroups a command runs in, where the machine offers any (`enforced()` says)."""
+    found = {"pids": pids_parent(), "memory": cgroup_parent("memory")}
+    parents = {controller: path for controller, path in found.items() if path is not None}
+    return CommandCgroup(parents, limits) if parents else None
 
-    def __init__(self, parent: Path, procs: int) -> None:
+
+class CommandCgroup:
+    """One command's cgroups, one per hierarchy of the controllers it is bounded by (cgroup v1
+    has one per controller, v2 one for all): its processes counted together against
+    `pids.max` and the memory limit, and killed together."""
+
+    def __init__(self, parents: Mapping[str, Path], limits: Limits) -> None:
         # The random part: a pid is reused, and a killed run's cgroup may still be there.
         name = f"{_PREFIX}{os.getpid()}-{next(_serial)}-{secrets.token_hex(4)}"
-        self.path = parent / name
-        self.path.mkdir()
-        (self.path / "pids.max").write_text(str(procs))
+        self.controllers = {controller: parent / name for controller, parent in parents.items()}
+        self.paths = list(dict.fromkeys(self.controllers.values()))
+        try:
+            for path in self.paths:
+                path.mkdir()
+            for controller, path in self.controllers.items():
+                for file, value in _settings(controller, _is_v2(path), limits).items():
+                    if file not in _SWAP or (path / file).exists():
+                        (path / file).write_text(value)
+        except BaseException:
+            self.remove()
+            raise
 
     def enter(self) -> None:
         """In the child before exec: everything the command starts is counted here."""
-        with open(self.path / "cgroup.procs", "w") as procs:
-            procs.write(str(os.getpid()))
+        for path in self.paths:
+            with open(path / "cgroup.procs", "w") as procs:
+                procs.write(str(os.getpid()))
 
-    def hit(self) -> bool:
-        """A fork failed because of `pids.max`."""
-        for line in _read(self.path / "pids.events").splitlines():
-            key, _, count = line.partition(" ")
-            if key == "max" and count.strip() not in ("", "0"):
-                return True
-        return False
+    def met(self) -> str | None:
+        """The limit (`procs`, `memory`) the command met, as its cgroups count it."""
+        for controller, limit in _CONTROLLERS.items():
+            path = self.controllers.get(controller)
+            if path is None:
+                continue
+            file, key = _MET[controller, _is_v2(path)]
+            if _count(path / file, key):
+                return limit
+        return None
 
     def kill(self) -> None:
         for _ in range(100):
-            pids = [int(p) for p in _read(self.path / "cgroup.procs").split()]
+            pids = {int(p) for path in self.paths for p in _read(path / "cgroup.procs").split()}
             if not pids:
                 return
             for pid in pids:
@@ -296,20 +383,26 @@ class PidsCgroup:
                     os.kill(pid, signal.SIGKILL)
 
     def remove(self) -> None:
-        """Kill what is left, then remove the cgroup once the killed processes have left it
+        """Kill what is left, then remove the cgroups once the killed processes have left them
         (they do so only when the kernel has finished them, a moment after SIGKILL)."""
         deadline = time.monotonic() + REMOVE_SECONDS
+        left = self.paths
         while True:
             self.kill()
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return  # left for the next run's sweep
-                time.sleep(0.005)
+            left = [path for path in left if not _removed(path)]
+            if not left or time.monotonic() > deadline:
+                return  # what is left is for the next run's sweep
+            time.sleep(0.005)
+
+
+def _removed(path: Path) -> bool:
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _used(root: Path) -> int:

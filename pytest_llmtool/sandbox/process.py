@@ -21,10 +21,10 @@ from pathlib import Path
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.limits import (
     DISK_POLL_SECONDS,
+    CommandCgroup,
     DiskWatch,
-    PidsCgroup,
+    command_cgroup,
     limit_met,
-    pids_parent,
     prlimit_argv,
 )
 
@@ -165,8 +165,8 @@ async def run_shell(
     With an isolated `jail`, in a bubblewrap sandbox (`network` overrides the jail's own
     setting): its PID namespace ends, and every process in it with it, when the shell exits
     or bwrap is killed. Unisolated, the command's process group is killed, then every process
-    still carrying the command's marker in its environment (and, run as root, everything in
-    its pids cgroup). The jail's `limits` apply either way (`limits.py`); a command that met
+    still carrying the command's marker in its environment (and everything in its cgroups,
+    where it has any). The jail's `limits` apply either way (`limits.py`); a command that met
     one says so in a last line of its stderr. A timed-out command reports exit code 124, as
     coreutils' `timeout` does; the output is not waited for longer than OUTPUT_GRACE_SECONDS
     after the command ended, so a process holding the pipes cannot hold the run.
@@ -182,8 +182,7 @@ async def run_shell(
             # SIGXFSZ sent to a namespace's init, so the command must not be it.
             argv = [shell, "-c", '"$@"\nexit $?', shell, *argv]
         argv = [*prlimit_argv(limits, nproc=isolated and os.geteuid() != 0), *argv]
-        parent = pids_parent()
-        cgroup = PidsCgroup(parent, limits.procs) if parent is not None else None
+        cgroup = command_cgroup(limits)
         watch = DiskWatch(jail.root, limits.disk) if jail is not None else None
     token = None
     if not isolated:
@@ -251,8 +250,8 @@ async def run_shell(
             held = True
         limit = _limit(stopped, proc.returncode or 0, err.text(), cgroup, watch)
     finally:
-        # However the command ended, its pipes and its cgroup go (a cgroup left behind
-        # stays in the machine's pids hierarchy).
+        # However the command ended, its pipes and its cgroups go (a cgroup left behind
+        # stays in the machine's hierarchy).
         out.close()
         err.close()
         if cgroup is not None:
@@ -280,15 +279,15 @@ def _limit(
     stopped: str | None,
     exit_code: int,
     stderr: str,
-    cgroup: PidsCgroup | None,
+    cgroup: CommandCgroup | None,
     watch: DiskWatch | None,
 ) -> str | None:
-    """The limit the command met: the item's disk, its pids cgroup, or what its exit status
-    and output say."""
+    """The limit the command met: the item's disk, its cgroups' processes or memory, or what
+    its exit status and output say."""
     if stopped == "disk" or (stopped is None and watch is not None and watch.over()):
         return "disk"
-    if cgroup is not None and cgroup.hit():
-        return "procs"
+    if cgroup is not None and (met := cgroup.met()) is not None:
+        return met
     if watch is None or stopped == "timeout":
         return None
     return limit_met(exit_code, stderr)
