@@ -29,6 +29,7 @@ from pytest_llmtool.run.compact import SHARING_KEY, ReportSharing
 from pytest_llmtool.run.heap import thaw
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
+from pytest_llmtool.run.outputs import claim as claim_outputs
 from pytest_llmtool.run.resume import install as install_resume
 from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner, redactor
 from pytest_llmtool.run.signals import TermAsInterrupt
@@ -86,6 +87,8 @@ def activate(config: pytest.Config) -> None:
         w for ws in config.hook.pytest_llmtool_writers(config=config) for w in ws
     ]
     controller = None if workerinput else Controller(config)
+    if controller is not None:  # before anything starts: a path it cannot write, a held one
+        claim_outputs(config, settings)
     # Before anything starts: a journal that cannot be resumed is a usage error.
     install_resume(config, settings, controller)
     config.pluginmanager.register(Runner(), "llmtool-runner")
