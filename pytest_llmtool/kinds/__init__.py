@@ -121,6 +121,12 @@ class Kind(ABC, Generic[W, R]):
         """The item's sections in the HTML report, made of `report.fragments` (escaped)."""
         return []
 
+    def sources(self, work: W) -> list[Path]:
+        """The files and folders besides the task's own file that its run reads (a template
+        to copy, a rubric): `--llm-resume` keeps a result only while they are unchanged, as
+        it does the loaded task (`run/digests.py`). None by default."""
+        return []
+
     @abstractmethod
     def failure(self, result: R) -> str:
         """Why a finished item failed; its first line stands alone in pytest's short summary."""

@@ -59,12 +59,18 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     piece (`report/redact.py`); the writers' pieces are whole lines or results."""
     redact = Redactor.from_env()
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        if isinstance(text, str):
-            stream.write(redact(text))
-        else:
-            stream.writelines(map(redact, text))
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as stream:
+            if isinstance(text, str):
+                stream.write(redact(text))
+            else:
+                stream.writelines(map(redact, text))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half-written copy
+        if isinstance(exc, OSError) and exc.filename is None:  # a write names no file
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def _joined(lines: Iterable[str]) -> Iterator[str]:

@@ -96,6 +96,9 @@ class LlmItem(pytest.Item):
         # keeps every item to the end of the session, and a small task's models take 2 KB).
         # What the reports need of it is kept apart.
         self.work: Any = work
+        # The task's digest (`run/digests.py`), shared by its items; set when the run
+        # journals or resumes.
+        self.digest: str | None = None
         self.task_id = self.kind.task_id(work)
         self.category = self.kind.category(work)
         self.variant = variant

@@ -5,14 +5,20 @@ machine going away) would keep nothing; the journal keeps every result that fini
 `--llm-resume` and for people. The first line is a header (format version, start time,
 command-line arguments, and the settings a resumed run must share: `run_identity`); each
 further line is
-`{"type": <kind> | "error", "nodeid": ..., "data": {...}}` (the kind of task, `bash` or
-`scenario`, or an error record), `data` being the record `report.json` holds for that
-item. Lines are flushed as written, so only the line being written when the process dies can
-be lost, and readers drop such a torn last line.
+`{"type": <kind> | "error", "nodeid": ..., "fingerprint": ..., "data": {...}}` (the kind of
+task, `bash` or `scenario`, or an error record), `data` being the record `report.json` holds
+for that item and `fingerprint` what it was made of (`run/digests.py`: the task as loaded and
+the model as resolved; results only). Lines are flushed as written, so only the line being
+written when the process dies can be lost, and readers drop such a torn last line.
+
+The journal serves a later run, not this one: when it cannot be written (a full disk, a
+directory gone), the writer stops writing and keeps why (`problem`), which the controller says
+once, and the run goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -56,40 +62,86 @@ class JournalWriter:
 
     The new journal is written beside the old one, header and `seed` entries first, and
     then moved over it: a resumed run (whose seed is the old journal's results) that dies at
-    any moment leaves one journal or the other, whole, to resume from again."""
+    any moment leaves one journal or the other, whole, to resume from again.
+
+    Any `OSError` (opening, writing, flushing, closing) stops the journal: `problem` says
+    why, naming the path, and every later call does nothing. An old journal being replaced
+    is then left as it was. `failed`: the error that kept the journal from being placed at
+    all (pytest's cache could not be made); `path` is then where it happened."""
 
     def __init__(
-        self, path: Path, header: dict[str, Any], seed: Iterable[JournalEntry] = ()
+        self,
+        path: Path,
+        header: dict[str, Any],
+        seed: Iterable[JournalEntry] = (),
+        failed: OSError | None = None,
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.problem: str | None = None
+        self._file: IO[str] | None = None
+        if failed is not None:
+            self._fail(failed)
+            return
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self._file: IO[str] | None = partial.open("w", encoding="utf-8")
-        self._write({"type": "header", "version": JOURNAL_VERSION, **header})
-        for entry in seed:
-            self.append(entry.type, entry.nodeid, entry.data)
-        # The open file moves with its name: appends go on into the journal.
-        os.replace(partial, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = partial.open("w", encoding="utf-8")
+            self._write({"type": "header", "version": JOURNAL_VERSION, **header})
+            for entry in seed:
+                self.append(entry.type, entry.nodeid, entry.data, entry.fingerprint)
+            if self.problem is None:
+                # The open file moves with its name: appends go on into the journal.
+                os.replace(partial, path)
+        except OSError as exc:
+            self._fail(exc)
+        if self.problem is not None:
+            with contextlib.suppress(OSError):  # the old journal, if any, stays whole
+                partial.unlink(missing_ok=True)
+
+    def _fail(self, exc: OSError) -> None:
+        """Stop the journal for good, once: closing may raise what writing did."""
+        if self.problem is None:
+            self.problem = f"{self.path}: {exc.strerror or exc}"
+        file, self._file = self._file, None
+        if file is not None:
+            # Its unflushed buffer may fail again; the file is closed all the same.
+            with contextlib.suppress(OSError):
+                file.close()
 
     def _write(self, obj: dict[str, Any]) -> None:
+        self._write_line(json.dumps(obj, ensure_ascii=False) + "\n")
+
+    def _write_line(self, line: str) -> None:
+        if self.problem is not None:
+            return
         assert self._file is not None, "journal already closed"
-        self._file.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(line)
+            self._file.flush()
+        except OSError as exc:
+            self._fail(exc)
 
-    def append(self, kind: str, nodeid: str, data: dict[str, Any]) -> None:
-        self._write({"type": kind, "nodeid": nodeid, "data": data})
+    def append(
+        self, kind: str, nodeid: str, data: dict[str, Any], fingerprint: str | None = None
+    ) -> None:
+        tagged = {"fingerprint": fingerprint} if fingerprint is not None else {}
+        self._write({"type": kind, "nodeid": nodeid, **tagged, "data": data})
 
-    def append_json(self, kind: str, nodeid: str, data: str) -> None:
+    def append_json(
+        self, kind: str, nodeid: str, data: str, fingerprint: str | None = None
+    ) -> None:
         """`append`, with `data` already as JSON text (the controller has it so)."""
-        assert self._file is not None, "journal already closed"
-        head = json.dumps({"type": kind, "nodeid": nodeid}, ensure_ascii=False)
-        self._file.write(f'{head[:-1]}, "data": {data}}}\n')
-        self._file.flush()
+        tagged = {"fingerprint": fingerprint} if fingerprint is not None else {}
+        head = json.dumps({"type": kind, "nodeid": nodeid, **tagged}, ensure_ascii=False)
+        self._write_line(f'{head[:-1]}, "data": {data}}}\n')
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as exc:
+                self._fail(exc)
 
 
 @dataclass(frozen=True)
@@ -97,6 +149,8 @@ class JournalEntry:
     type: str
     nodeid: str
     data: dict[str, Any]
+    # What the result was made of (`run/digests.py`); None in an entry that records none.
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,5 +192,8 @@ def read_journal(path: Path) -> Journal:
             raise ValueError(f"{path}:{number}: not a journal entry")
         if not isinstance(data, dict):
             raise ValueError(f"{path}:{number}: entry without data")
-        entries.append(JournalEntry(kind, nodeid, data))
+        fingerprint = record.get("fingerprint")
+        if fingerprint is not None and not isinstance(fingerprint, str):
+            raise ValueError(f"{path}:{number}: the fingerprint is not a string")
+        entries.append(JournalEntry(kind, nodeid, data, fingerprint))
     return Journal(header, entries)

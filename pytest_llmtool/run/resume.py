@@ -5,6 +5,9 @@ The results journal (`run/journal.py`) of a run stopped halfway (Ctrl-C, a kille
 rest, and hands the journal's results to the `Controller` before the run, so the report, the
 new journal and the budget cover the whole run as if it had never stopped. An item that
 errored (an outage, a crashed sandbox, the budget) or never ran is not finished: it runs again.
+So does one whose fingerprint (`run/digests.py`: its task as loaded, its model as resolved)
+is not the one journaled with its result, or that has none (a journal written before results
+were fingerprinted): its old verdict is not this task's, or not known to be.
 
 Collection must be the same in every xdist worker, so each worker deselects the same node ids,
 which the controller reads once and passes on (`workerinput`). The controller does not collect
@@ -20,7 +23,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +33,16 @@ from pydantic import ValidationError
 
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import ItemResult, ModelSetup
+from pytest_llmtool.run.items import LlmItem
 from pytest_llmtool.run.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
 from pytest_llmtool.run.journal import run_identity as current_identity
-from pytest_llmtool.run.roles import KINDS_KEY, SETUP_ENTRY, Controller, record_fingerprint
+from pytest_llmtool.run.roles import (
+    KINDS_KEY,
+    SETUP_ENTRY,
+    Controller,
+    item_fingerprint,
+    record_fingerprint,
+)
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.settings import Settings
 
@@ -68,7 +78,12 @@ def source(config: pytest.Config, settings: Settings) -> Path:
     if isinstance(settings.resume, Path):
         given = settings.resume
         return given if given.is_file() else given / JOURNAL_NAME
-    path = journal_path(config, settings.report_dir)
+    try:
+        path = journal_path(config, settings.report_dir)
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--llm-resume: pytest's cache, where the journal would be, cannot be made: {exc}"
+        ) from None
     if path is None:
         raise pytest.UsageError(
             "--llm-resume: no journal to resume: without --llm-report the journal is in "
@@ -174,6 +189,18 @@ def whole_run_status(status: int, resumed: int, resumed_failed: int) -> int:
     return status
 
 
+def changed(items: Iterable[pytest.Item], finished: Mapping[str, str | None]) -> list[str]:
+    """The node ids of the finished items (node id -> journaled fingerprint) collected now
+    whose fingerprint is not the journaled one, or is not known: they run again."""
+    rerun = []
+    for item in items:
+        if item.nodeid in finished:
+            now = item_fingerprint(item) if isinstance(item, LlmItem) else None
+            if now is None or now != finished[item.nodeid]:
+                rerun.append(item.nodeid)
+    return rerun
+
+
 def deselect(
     config: pytest.Config, items: list[pytest.Item], finished: Collection[str]
 ) -> list[str]:
@@ -196,10 +223,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 class ResumeWorker:
-    """On an xdist worker: deselect what the controller says finished, and say which of
-    those this worker collected."""
+    """On an xdist worker: deselect what the controller says finished (less what changed
+    since), and say which of those this worker collected."""
 
-    def __init__(self, finished: frozenset[str], share: Path, worker: str) -> None:
+    def __init__(self, finished: dict[str, str | None], share: Path, worker: str) -> None:
         self.finished = finished
         self.share = share
         self.worker = worker
@@ -209,7 +236,8 @@ class ResumeWorker:
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         record_fingerprint(config, items)  # of the whole run, resumed items included
-        collected = deselect(config, items, self.finished)
+        rerun = set(changed(items, self.finished))
+        collected = deselect(config, items, self.finished.keys() - rerun)
         _write_atomic(self.share / f"{self.worker}.json", json.dumps(collected))
 
 
@@ -225,18 +253,22 @@ class Resume:
         self.seeded = False
         self.resumed: list[ItemResult] = []
         self.dropped: list[str] = []
+        # Finished items collected now that run again: what they were made of changed.
+        self.rerun: list[str] = []
         self.to_run = 0
 
-    def _seed(self, collected: Iterable[str]) -> None:
-        """Hand the results of the finished items this run still collected to the
-        controller, and their cost to the budget; once."""
+    def _seed(self, collected: Iterable[str], rerun: Sequence[str]) -> None:
+        """Hand the results of the finished items this run still collected, unchanged, to
+        the controller, and their cost to the budget; once."""
         if self.seeded or self.config.option.collectonly:
             return
         self.seeded = True
-        still = set(collected)
+        self.rerun = list(rerun)
+        again = set(rerun)
+        still = set(collected) - again
         kept = [pair for nodeid, pair in self.finished.results.items() if nodeid in still]
         self.dropped = [
-            *(nodeid for nodeid in self.finished.results if nodeid not in still),
+            *(n for n in self.finished.results if n not in still and n not in again),
             *self.finished.orphans,
         ]
         self.resumed = [result for _, result in kept]
@@ -250,15 +282,20 @@ class Resume:
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         record_fingerprint(config, items)  # of the whole run, resumed items included
-        collected = deselect(config, items, self.finished.results.keys())
+        rerun = changed(items, self.made_of())
+        collected = deselect(config, items, self.finished.results.keys() - set(rerun))
         self.to_run = len(items)
-        self._seed(collected)
+        self._seed(collected, rerun)
+
+    def made_of(self) -> dict[str, str | None]:
+        """Each finished item's journaled fingerprint, by node id."""
+        return {nodeid: entry.fingerprint for nodeid, (entry, _) in self.finished.results.items()}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         if self.share is None:
             self.share = Path(tempfile.mkdtemp(prefix="llmtool-resume-"))
-        node.workerinput[IDS_KEY] = sorted(self.finished.results)
+        node.workerinput[IDS_KEY] = self.made_of()
         node.workerinput[SHARE_KEY] = str(self.share)
 
     @pytest.hookimpl(optionalhook=True)
@@ -267,13 +304,15 @@ class Resume:
         if self.seeded or self.share is None:
             return
         self.to_run = len(ids)
+        # A finished item the worker left in the run is one that changed.
+        rerun = [nodeid for nodeid in ids if nodeid in self.finished.results]
         written = self.share / f"{node.workerinput['workerid']}.json"
         try:
             collected: list[str] = json.loads(written.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            # A remote worker's files are elsewhere: keep every finished item.
+            # A remote worker's files are elsewhere: keep every finished item it did not run.
             collected = list(self.finished.results)
-        self._seed(collected)
+        self._seed(collected, rerun)
 
     @pytest.hookimpl(tryfirst=True)  # before the controller reports the status
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -291,7 +330,8 @@ class Resume:
         failed = sum(not result.passed for result in self.resumed)
         terminalreporter.write_line(
             f"llmtool: resumed {_items(len(self.resumed))} from {self.finished.source} "
-            f"({len(self.resumed) - failed} passed, {failed} failed); {self.to_run} run now"
+            f"({len(self.resumed) - failed} passed, {failed} failed){self._reruns()}; "
+            f"{self.to_run - len(self.rerun)} run now"
         )
         if self.dropped:
             shown = ", ".join(self.dropped[:5])
@@ -300,6 +340,23 @@ class Resume:
                 f"llmtool: left out {_items(len(self.dropped))} of the journal no longer "
                 f"collected: {shown}{more}"
             )
+
+    def _reruns(self) -> str:
+        """`, 2 rerun because their task or model changed`, and those the journal did not
+        fingerprint; or nothing."""
+        made_of = self.made_of()
+        unknown = sum(made_of.get(nodeid) is None for nodeid in self.rerun)
+        said = ""
+        if len(self.rerun) > unknown:
+            count = len(self.rerun) - unknown
+            whose = "its" if count == 1 else "their"
+            said += f", {count} rerun because {whose} task or model changed"
+        if unknown:
+            said += (
+                f", {unknown} rerun because the journal does not record what "
+                f"{'it was' if unknown == 1 else 'they were'} made of (an older journal)"
+            )
+        return said
 
     def pytest_unconfigure(self) -> None:
         if self.share is not None:
@@ -313,7 +370,7 @@ def install(config: pytest.Config, settings: Settings, controller: Controller | 
     if workerinput is not None:
         if IDS_KEY in workerinput:
             worker = ResumeWorker(
-                frozenset(workerinput[IDS_KEY]),
+                dict(workerinput[IDS_KEY]),
                 Path(workerinput[SHARE_KEY]),
                 workerinput["workerid"],
             )

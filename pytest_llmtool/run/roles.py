@@ -40,6 +40,7 @@ from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor, redact_report
 from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.run.compat import xdist_pending
+from pytest_llmtool.run.digests import TaskDigests, model_digests
 from pytest_llmtool.run.heap import freeze
 from pytest_llmtool.run.items import BadInputItem, LlmItem
 from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path, run_identity
@@ -56,30 +57,34 @@ WRITERS_KEY = pytest.StashKey[list[Writer]]()
 # The selected dataset's fingerprint (kind -> digest), as the process that collects found it.
 FINGERPRINT_KEY = pytest.StashKey[dict[str, str]]()
 FINGERPRINT_OUTPUT = "llmtool_fingerprint"
+# Per model name, its digest (`run/digests.py`), when the run journals or resumes.
+MODEL_DIGESTS_KEY = pytest.StashKey[dict[str, str]]()
 # A journal entry holding a `ModelSetup` (its node id is the setup's key), not a result.
 SETUP_ENTRY = "setup"
 
 
-def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
+def fingerprint(items: Sequence[pytest.Item], digests: TaskDigests | None = None) -> dict[str, str]:
     """Per kind, a digest of the selected tasks: each one's node id (without the model and
     trial) and content (its reference `solution` aside), whatever models and trials run
     it. Two runs with the same digest ran the same tasks; a changed check, prompt or file
-    changes it."""
+    changes it. With `digests`, each item gets its task's own digest too (`item.digest`)."""
     tasks: dict[str, set[str]] = {}
     # A task's items (per model and trial) share its loaded object: dump it once.
-    dumped: dict[int, str] = {}
+    dumped: dict[int, tuple[str, str | None]] = {}
     for item in items:
         if isinstance(item, LlmItem):
             work = item.work
-            content = dumped.get(id(work))
-            if content is None:
+            known = dumped.get(id(work))
+            if known is None:
                 # `solution` is the oracle's answer, not the task: a changed one is the same
                 # task.
                 if isinstance(work, BaseModel):
                     content = work.model_dump_json(exclude={"solution"})
                 else:
                     content = repr(work)
-                dumped[id(work)] = content
+                own = None if digests is None else digests.digest(item.kind, work, content)
+                known = dumped[id(work)] = content, own
+            content, item.digest = known
             key, kind = item.nodeid.partition("[")[0], item.kind.name
         elif isinstance(item, BadInputItem):
             key, kind, content = item.nodeid, "input", str(item.problem)
@@ -93,12 +98,27 @@ def fingerprint(items: Sequence[pytest.Item]) -> dict[str, str]:
 
 
 def record_fingerprint(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """Keep the selected dataset's fingerprint, and hand it to the controller under xdist."""
-    found = fingerprint(items)
+    """Keep the selected dataset's fingerprint, and hand it to the controller under xdist;
+    when the run journals or resumes, each item's task digest and the models' too."""
+    settings = config.stash[STATE_KEY].settings
+    journals = settings.report_dir is not None or getattr(config, "cache", None) is not None
+    wanted = journals or settings.resume is not False
+    found = fingerprint(items, TaskDigests() if wanted else None)
+    if wanted:
+        config.stash[MODEL_DIGESTS_KEY] = model_digests(settings)
     config.stash[FINGERPRINT_KEY] = found
     output: dict[str, Any] | None = getattr(config, "workeroutput", None)
     if output is not None:  # the controller does not collect
         output[FINGERPRINT_OUTPUT] = found
+
+
+def item_fingerprint(item: LlmItem) -> str | None:
+    """What the item's result is made of: its task's digest and its model's (`digests.py`);
+    None when the run does not journal."""
+    models = item.config.stash.get(MODEL_DIGESTS_KEY, None)
+    if item.digest is None or models is None:
+        return None
+    return f"{item.digest}{models[item.model.name]}"
 
 
 REDACTOR_KEY = pytest.StashKey[Redactor]()
@@ -209,6 +229,8 @@ class Runner:
                 # As JSON text: one string to send and keep, not thousands of small objects.
                 data = item.result.model_dump_json()
                 carried = {"kind": item.kind.name, "data": data}
+                if (made_of := item_fingerprint(item)) is not None:
+                    carried["fingerprint"] = made_of
                 setup = self._new_setup(item.result)
                 if setup is not None:
                     carried |= {"setup_key": setup[0], "setup": setup[1]}
@@ -260,11 +282,17 @@ class Controller:
         self.report: EvalReport | None = None
         self.written: list[Path] = []
         self.journal: JournalWriter | None = None
+        # What could not be written at the end (a full disk), said in the summary.
+        self.unwritten: list[str] = []
         self._finished = False
 
     def _open_journal(self, seed: list[JournalEntry]) -> None:
         settings = self.config.stash[STATE_KEY].settings
-        path = journal_path(self.config, settings.report_dir)
+        try:
+            path = journal_path(self.config, settings.report_dir)
+        except OSError as exc:  # pytest's cache cannot be made: a journal stopped at once
+            self.journal = JournalWriter(Path(exc.filename or "."), {}, failed=exc)
+            return
         if path is None:
             return
         params = self.config.invocation_params
@@ -276,15 +304,15 @@ class Controller:
         }
         self.journal = JournalWriter(path, header, seed)
 
-    def _record(self, kind: str, nodeid: str, data: str) -> None:
-        """Journal a finished item (its JSON) at once, so that even a killed run keeps it.
-        The journal is started by the first one: a run without LLM items leaves the last
-        journal be."""
+    def _record(self, kind: str, nodeid: str, data: str, made_of: str | None = None) -> None:
+        """Journal a finished item (its JSON, and what it was made of) at once, so that even
+        a killed run keeps it. The journal is started by the first one: a run without LLM
+        items leaves the last journal be."""
         if self.journal is None:
             self._open_journal([])
             if self.journal is None:
                 return
-        self.journal.append_json(kind, nodeid, data)
+        self.journal.append_json(kind, nodeid, data, made_of)
 
     def resume(
         self,
@@ -318,7 +346,9 @@ class Controller:
                 self.setups[key] = ModelSetup.model_validate_json(setup)
                 self._record(SETUP_ENTRY, key, setup)
             self.results[carried["kind"]].append_json(carried["data"])
-            self._record(carried["kind"], report.nodeid, carried["data"])
+            self._record(
+                carried["kind"], report.nodeid, carried["data"], carried.get("fingerprint")
+            )
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
@@ -455,9 +485,20 @@ class Controller:
         if gate is not None:  # --llm-baseline: compares, and may decide the exit status
             session.exitstatus = gate.judge(self.report, self.kinds, session, session.exitstatus)
         for writer in writers:
-            self.written += writer.files(self.report, self.kinds, directory)
+            try:
+                self.written += writer.files(self.report, self.kinds, directory)
+            except OSError as exc:  # the others, the history and the summary still go out
+                where = exc.filename or directory or type(writer).__name__
+                self.unwritten.append(f"{where}: {exc.strerror or exc}")
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        problem = self.journal.problem if self.journal is not None else None
+        if problem is not None:
+            terminalreporter.write_line(
+                f"llmtool: journal stopped: {problem}; the results after that are not "
+                "journalled (--llm-resume will run them again)",
+                yellow=True,
+            )
         if self.report is None:
             return
         terminalreporter.write_sep("=", "llmtool eval summary")
@@ -468,3 +509,5 @@ class Controller:
         if self.written:
             terminalreporter.write_line("")
             terminalreporter.write_line("report: " + ", ".join(str(p) for p in self.written))
+        for unwritten in self.unwritten:
+            terminalreporter.write_line(f"report: not written: {unwritten}", red=True)

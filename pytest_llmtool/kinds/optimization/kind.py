@@ -64,6 +64,9 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
     def category(self, work: OptimizationTask) -> str:
         return work.category
 
+    def sources(self, work: OptimizationTask) -> list[Path]:
+        return [work.project, *([work.solution_patch] if work.solution_patch else [])]
+
     def markers(
         self, work: OptimizationTask, state: RunState, config: pytest.Config
     ) -> list[pytest.MarkDecorator]:

@@ -85,6 +85,22 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
     def labels(self, work: Scenario, state: RunState) -> list[tuple[str, Any]]:
         return [(doc.stem, doc) for doc in work.guidance] or [("", None)]
 
+    def sources(self, work: Scenario) -> list[Path]:
+        """Its template folder, rubric, guidance documents, and the target binary or MCP
+        server command when given as a path (the tool the scenario runs)."""
+        from pytest_llmtool.kinds.scenario.mcp_target import McpTarget, StdioTransport
+
+        target = work.target
+        if isinstance(target, McpTarget):
+            transport = target.transport
+            command = transport.command if isinstance(transport, StdioTransport) else ""
+        else:
+            command = target.binary
+        tool = [work.path.parent / command] if "/" in command else []
+        folder = [work.template_folder] if work.template_folder else []
+        rubric = [work.rubric_path] if work.rubric_path else []
+        return [*folder, *rubric, *work.guidance, *tool]
+
     def markers(
         self, work: Scenario, state: RunState, config: pytest.Config
     ) -> list[pytest.MarkDecorator]:
