@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool import hookspecs
+from pytest_llmtool.inputs.templates import FOLDERS_KEY, DeclaredFolders
 from pytest_llmtool.settings import OPTIONS, add_options, raw_option
 
 if TYPE_CHECKING:
@@ -105,6 +106,16 @@ def _wake_collecting(config: pytest.Config) -> None:
         pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Keep pytest out of every folder a scenario names as its template or an optimization
+    task as its project (`inputs/templates.py`): their conftest.py and tests are for the
+    sandbox, not the host. Asked before pytest enters a folder or imports its conftest.py."""
+    folders = config.stash.get(FOLDERS_KEY, None)
+    if folders is None:
+        folders = config.stash[FOLDERS_KEY] = DeclaredFolders(config.rootpath)
+    return True if folders.declaring(collection_path) is not None else None
+
+
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
     config = parent.config
     if not config.stash[ACTIVE_KEY]:
@@ -118,8 +129,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Fil
         from pytest_llmtool.inputs.sniff import may_be_eval_file
 
         datasets = str(config.getini("llm_datasets")).split()
-        yamls = str(config.getini("llm_scenarios")).split()
-        if not may_be_eval_file(file_path, datasets, yamls):
+        if not may_be_eval_file(file_path, datasets):
             return None
         _wake_collecting(config)
     from pytest_llmtool.run.activate import collect_file

@@ -250,9 +250,11 @@ OPTIONS = (
     OptionDef(
         "llm_scenarios",
         "GLOBS",
-        "*.yaml *.yml",
-        "file-name patterns of YAML files that may be scenarios; a matching file is collected "
-        "only if it has a top-level `task:` key",
+        "*.scenario.yaml *.scenario.yml *.optimization.yaml *.optimization.yml scenarios/*.yaml "
+        "scenarios/*.yml",
+        "file-name patterns of scenario and optimization files: a matching file with a "
+        "top-level `task:` or `optimization:` key is collected, a broken one an error; a YAML "
+        "file they do not name is collected only when it is a whole valid scenario or task",
     ),
     OptionDef(
         "llm_sandbox",
@@ -272,9 +274,31 @@ OPTIONS = (
     OptionDef(
         "llm_datasets",
         "GLOBS",
-        "*.jsonl",
-        "file-name patterns of JSONL files that may be datasets; a matching file is "
-        "collected only if one of its first lines is a task object (with id and prompt)",
+        "*tasks.jsonl *solutions.jsonl smoke-test.jsonl repo-workflow.jsonl scripting-tool/*.jsonl",
+        "file-name patterns of datasets: a matching file is collected if one of its first "
+        "lines is a task object (with id and prompt), a bad line an error; a JSONL file they "
+        "do not name is collected only when one of its first 20 lines is a complete task",
+    ),
+    OptionDef(
+        "llm_max_line_bytes",
+        "SIZE",
+        "16MiB",
+        "the longest dataset line read; a longer one is an error naming its line and size",
+    ),
+    OptionDef(
+        "llm_max_yaml_bytes",
+        "SIZE",
+        "4MiB",
+        "the largest scenario or optimization file read; a larger one is an error",
+    ),
+    OptionDef(
+        "llm_explain_collect",
+        "BOOL",
+        "false",
+        "say, for every JSONL and YAML file pytest considered and every folder kept out, "
+        "whether the plugin collected it and why; runs nothing (as --collect-only)",
+        switch=True,
+        type="bool",
     ),
     OptionDef(
         "llm_tool_mode",
@@ -440,6 +464,17 @@ def _flag(config: pytest.Config, name: str) -> bool:
     return text == "true"
 
 
+def _size(config: pytest.Config, name: str) -> int:
+    from pytest_llmtool.sandbox.limits import parse_value
+
+    text = _raw(config, name)[0].strip()
+    try:
+        return parse_value("fsize", text)  # a size, as --llm-limits reads one
+    except ValueError:
+        flag = "--" + name.replace("_", "-")
+        raise pytest.UsageError(f"{flag}: expected a size such as 16MiB, got {text!r}") from None
+
+
 def _limits(config: pytest.Config) -> dict[str, int]:
     from pytest_llmtool.sandbox.limits import parse_limits
 
@@ -552,6 +587,11 @@ class Settings:
     agent_cmd: str | None = None
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
+    # --llm-max-line-bytes, --llm-max-yaml-bytes: what one dataset line or task file may hold.
+    max_line_bytes: int = 16 << 20
+    max_yaml_bytes: int = 4 << 20
+    # --llm-explain-collect: what was collected and why, nothing run.
+    explain_collect: bool = False
     sandbox: str = "bwrap"
     # --llm-limits: the limits it names, over the defaults and a task's own `limits:`.
     limits: dict[str, int] = field(default_factory=dict)
@@ -686,6 +726,9 @@ class Settings:
             agent_cmd=agent_cmd,
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
+            max_line_bytes=_size(config, "llm_max_line_bytes"),
+            max_yaml_bytes=_size(config, "llm_max_yaml_bytes"),
+            explain_collect=_flag(config, "llm_explain_collect"),
             sandbox=sandbox,
             limits=_limits(config),
             history=_history(config),

@@ -111,7 +111,9 @@ def test_a_bad_limits_key_in_a_scenario_or_task_names_its_key_path(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     write_scenario(project, scenario(limits={"memory": "0M"}), "zero")
-    write_scenario(project, scenario(name="other", limits={"swap": 1}), "unknown")
+    write_scenario(
+        project, scenario(name="other", limits={"swap": 1}), "unknown.scenario"
+    )  # named: an error, not left alone
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*limits.memory: must be at least 1*"])
     result.stdout.fnmatch_lines(["*swap*"])

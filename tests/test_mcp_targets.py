@@ -394,7 +394,7 @@ def test_bad_mcp_targets_name_the_key_path(
     if change.get("tools") is None and "tools" in change:
         del data["target"]["tools"]
         message = "target: 'tools' is a required property"
-    write_scenario(hostile, data)
+    write_scenario(hostile, data, name="bad.scenario")  # named: an error, not left alone
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*{message}*"])

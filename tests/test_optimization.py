@@ -88,11 +88,12 @@ def test_a_zero_time_is_an_error_naming_the_benchmark(pytester: pytest.Pytester,
 
 
 def test_bad_task_files_say_where(pytester: pytest.Pytester, opt: Path) -> None:
-    write_task(opt, task(project="../elsewhere", benchmarks={"command": "x"}), name="bad")
+    bad = task(project="../elsewhere", benchmarks={"command": "x"})
+    write_task(opt, bad, name="bad.optimization")  # named as a task: an error, not left alone
     result = pytester.runpytest("--llm-model=nop")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*bad.yaml: optimization.benchmarks: 'format' is a required property*"]
+        ["*bad.optimization.yaml: optimization.benchmarks: 'format' is a required property*"]
     )
 
 

@@ -255,10 +255,15 @@ def test_other_jsonl_files_are_not_collected(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
-def test_dataset_patterns_limit_collection(pytester: pytest.Pytester, dataset: Path) -> None:
-    write_dataset(pytester, [TASKS[1]], name="eval_more")
+def test_dataset_patterns_name_datasets(pytester: pytest.Pytester, dataset: Path) -> None:
+    # A file the patterns name is a dataset with no complete task (its lines are errors); one
+    # they do not name only by a complete task (data.jsonl).
+    write_dataset(pytester, ['{"id": "x", "prompt": "p"}'], name="eval_more")
+    write_dataset(pytester, ['{"id": "x", "prompt": "p"}'], name="other")
     result = pytester.runpytest("--collect-only", "-q", "--llm-datasets=eval_*.jsonl")
-    result.stdout.fnmatch_lines(["eval_more.jsonl::beta[[]oracle]", "*1 test collected*"])
+    result.stdout.fnmatch_lines(["data.jsonl::alpha[[]oracle]", "eval_more.jsonl::line1"])
+    result.stdout.fnmatch_lines(["*5 tests collected*"])
+    assert "other.jsonl" not in result.stdout.str()
 
 
 def test_unknown_model_is_a_one_line_usage_error(pytester: pytest.Pytester, dataset: Path) -> None:

@@ -125,18 +125,19 @@ def test_scenarios_run_under_xdist(pytester: pytest.Pytester, project: Path) -> 
 def test_bad_scenarios_name_the_key_path_and_the_rest_run(
     pytester: pytest.Pytester, project: Path, change: dict[str, Any], message: str
 ) -> None:
+    # Named as a scenario (`*.scenario.yaml`): a broken one is an error, not left alone.
     write_scenario(project, scenario())
-    write_scenario(project, scenario(**change), name="broken")
+    write_scenario(project, scenario(**change), name="broken.scenario")
     result = pytester.runpytest("-rE")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines([f"*broken.yaml: {message}*"])
+    result.stdout.fnmatch_lines([f"*broken.scenario.yaml: {message}*"])
 
 
 def test_invalid_yaml_names_the_line(pytester: pytest.Pytester, project: Path) -> None:
-    write_scenario(project, "name: x\ntask:\n  prompt: [unclosed\n", name="broken")
+    write_scenario(project, "name: x\ntask:\n  prompt: [unclosed\n", name="broken.scenario")
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*broken.yaml: line *: not valid YAML*"])
+    result.stdout.fnmatch_lines(["*broken.scenario.yaml: line *: not valid YAML*"])
 
 
 def test_other_yaml_is_not_collected(pytester: pytest.Pytester, project: Path) -> None:
@@ -147,8 +148,10 @@ def test_other_yaml_is_not_collected(pytester: pytest.Pytester, project: Path) -
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared is not present")
 def test_upstream_samples_get_migration_pointers(pytester: pytest.Pytester) -> None:
+    # In a `scenarios/` folder, as upstream keeps them (an `llm_scenarios` pattern).
+    (pytester.path / "scenarios").mkdir()
     for source in sorted((SHARED / "scenarios").glob("*.yaml")):
-        (pytester.path / source.name).write_text(source.read_text())
+        (pytester.path / "scenarios" / source.name).write_text(source.read_text())
     result = pytester.runpytest("-rE")
     result.assert_outcomes(errors=9)
     result.stdout.fnmatch_lines_random(

@@ -114,7 +114,7 @@ def test_a_scenario_report_with_errors_and_guidance_validates(
     write_scenario(project, scenario(guidance=["v1.md", "v2.md"]), name="compared")
     write_scenario(project, scenario(name="plain"), name="plain")
     write_scenario(project, scenario(name="broken", setup={"commands": ["note bogus"]}), "broken")
-    write_scenario(project, scenario(name="bad", tier="high"), name="bad")
+    write_scenario(project, scenario(name="bad", tier="high"), name="bad.scenario")
     result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out")
     # (2 guidance files + 1 plain) x 2 models run; the failing setup errors once per model,
     # the invalid scenario once.

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from pytest_llmtool.inputs.lines import MAX_YAML_BYTES, read_head
 from pytest_llmtool.inputs.untrusted import shorten, undecodable, wide_encoding
 
 # Values a document may hold once every alias is expanded: a scenario has a few hundred.
@@ -147,21 +148,30 @@ class Unreadable:
     message: str
 
 
-def read_yaml_file(path: Path) -> Any:
+def read_yaml_file(path: Path, max_bytes: int = MAX_YAML_BYTES, *, lenient: bool = False) -> Any:
     """The document of a task file, or `Unreadable` naming the line where it can be: bad
-    bytes, a UTF-16/32 file, invalid YAML, or YAML `load_yaml` refuses."""
+    bytes, a UTF-16/32 file, invalid YAML, YAML `load_yaml` refuses, or more than
+    `max_bytes` (read no further). `lenient` reads the text whatever its encoding (bad bytes
+    replaced): what a file is, not whether it is well made."""
     try:
-        raw = path.read_bytes()
+        raw, size = read_head(path, max_bytes + 1)
     except OSError as exc:
         return Unreadable(f"cannot read: {exc}")
+    if size > max_bytes:
+        return Unreadable(
+            f"the file is {size:,} bytes, over the limit of {max_bytes:,} (--llm-max-yaml-bytes)"
+        )
     wide = wide_encoding(raw[:4])
-    if wide is not None:
+    if lenient:
+        text = raw.decode(wide[1] if wide else "utf-8", "replace").removeprefix("\ufeff")
+    elif wide is not None:
         return Unreadable(f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line, message = undecodable(raw, exc)
-        return Unreadable(f"line {line}: {message}")
+    else:
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line, message = undecodable(raw, exc)
+            return Unreadable(f"line {line}: {message}")
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:

@@ -43,6 +43,14 @@ class Problem:
     name: str | None = None  # the item's name; default `line<N>`, or the file's stem
 
 
+class Recognition(NamedTuple):
+    """A kind's answer about one file: whether it takes it, and why (or why not), as
+    `--llm-explain-collect` prints it."""
+
+    taken: bool
+    why: str
+
+
 class Variant(NamedTuple):
     """One item of a task: which model, which of `--llm-trials` attempts, and a kind's own
     part of the name (a scenario's guidance document). A tuple: one is made per item, and
@@ -81,6 +89,11 @@ class Kind(ABC, Generic[W, R]):
     def recognises(self, path: Path, state: RunState) -> bool:
         """Whether `path` is a file of this kind (cheap: it runs for every file collected)."""
 
+    def recognition(self, path: Path, state: RunState) -> Recognition | None:
+        """`recognises` with its reason; None for a file of no sort the kind reads (another
+        suffix). By default, `recognises` without one."""
+        return Recognition(True, "recognised") if self.recognises(path, state) else None
+
     @abstractmethod
     def load(self, path: Path) -> Iterator[tuple[int, W | Problem]]:
         """Every task of the file with its 1-based line, or a `Problem` where one is bad."""
@@ -105,6 +118,12 @@ class Kind(ABC, Generic[W, R]):
         """Why this model cannot run this task, known before running (a skip, not an error)."""
         return None
 
+    def sources(self, work: W) -> list[Path]:
+        """The files and folders besides the task's own file that its run reads (a template
+        to copy, a rubric): `--llm-resume` keeps a result only while they are unchanged, as
+        it does the loaded task (`run/digests.py`). None by default."""
+        return []
+
     @abstractmethod
     async def run(self, item: LlmItem, state: RunState) -> R:
         """Run and score one item; `AgentError`/`SandboxError` make it an infrastructure error."""
@@ -119,12 +138,6 @@ class Kind(ABC, Generic[W, R]):
 
     def html_details(self, result: R) -> list[str]:
         """The item's sections in the HTML report, made of `report.fragments` (escaped)."""
-        return []
-
-    def sources(self, work: W) -> list[Path]:
-        """The files and folders besides the task's own file that its run reads (a template
-        to copy, a rubric): `--llm-resume` keeps a result only while they are unchanged, as
-        it does the loaded task (`run/digests.py`). None by default."""
         return []
 
     @abstractmethod

@@ -18,6 +18,7 @@ import pytest
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
+from pytest_llmtool.kinds import Recognition
 from pytest_llmtool.report import (
     JsonWriter,
     MarkdownWriter,
@@ -26,6 +27,7 @@ from pytest_llmtool.report import (
     Writer,
 )
 from pytest_llmtool.run.compact import SHARING_KEY, ReportSharing
+from pytest_llmtool.run.explain import EXPLAIN_KEY, CollectExplainer
 from pytest_llmtool.run.heap import thaw
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
@@ -97,6 +99,10 @@ def activate(config: pytest.Config) -> None:
         config.pluginmanager.register(worker, "llmtool-hosts")
     else:
         config.pluginmanager.register(HostsController(config, budget), "llmtool-hosts")
+    if settings.explain_collect:  # what was collected and why, and nothing run
+        config.option.collectonly = True
+        explainer = config.stash[EXPLAIN_KEY] = CollectExplainer(config)
+        config.pluginmanager.register(explainer, "llmtool-explain-collect")
     signals = TermAsInterrupt()
     config.pluginmanager.register(signals, "llmtool-signals")
     signals.install()
@@ -150,8 +156,18 @@ def _register_calibration(config: pytest.Config, settings: Settings) -> None:
 
 
 def collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
-    state = parent.config.stash[STATE_KEY]
-    for kind in parent.config.stash[KINDS_KEY]:
-        if kind.recognises(file_path, state):
-            return LlmFile.from_parent(parent, path=file_path, kind=kind)
-    return None
+    config = parent.config
+    state = config.stash[STATE_KEY]
+    explainer = config.stash.get(EXPLAIN_KEY, None)
+    verdicts: list[tuple[str, Recognition]] = []
+    taken = None
+    for kind in config.stash[KINDS_KEY]:
+        found = kind.recognition(file_path, state)
+        if found is not None:
+            verdicts.append((kind.name, found))
+            if found.taken:
+                taken = LlmFile.from_parent(parent, path=file_path, kind=kind)
+                break
+    if explainer is not None:
+        explainer.record(file_path, verdicts, parent.session)
+    return taken

@@ -20,9 +20,16 @@ import pytest
 from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.agents.base import NamedWork
 from pytest_llmtool.agents.loop import run_agent_loop
-from pytest_llmtool.kinds import Columns, Kind, Problem
+from pytest_llmtool.inputs.lines import MAX_LINE_BYTES, bounded_lines
+from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
 from pytest_llmtool.kinds.bash.checks import score_task
-from pytest_llmtool.kinds.bash.load import LineProblem, Task, load_dataset, looks_like_dataset
+from pytest_llmtool.kinds.bash.load import (
+    LineProblem,
+    Task,
+    first_task,
+    load_dataset,
+    looks_like_dataset,
+)
 from pytest_llmtool.kinds.bash.phases import (
     GENERATE_SECONDS,
     generate,
@@ -73,16 +80,20 @@ def failure_message(score: TaskScore, trace_line: str) -> str:
     return "\n".join(lines)
 
 
-def _folder_ids(folder: Path, patterns: tuple[str, ...]) -> set[str]:
+def _folder_ids(folder: Path, patterns: tuple[str, ...], max_line: int) -> set[str]:
     """The task ids of every dataset in `folder` (what its solutions files may name)."""
     ids: set[str] = set()
     for path in folder.glob("*.jsonl"):
-        if is_solutions_file(path) or not any(path.match(p) for p in patterns):
+        if is_solutions_file(path):
+            continue
+        if not any(path.match(p) for p in patterns) and isinstance(
+            first_task(path, max_line), LineProblem
+        ):
             continue
         with path.open("rb") as stream:
-            for raw in stream:
+            for _, raw in bounded_lines(stream, max_line):
                 try:
-                    record = json.loads(raw)
+                    record = json.loads(raw) if isinstance(raw, bytes) else None
                 except ValueError:
                     continue
                 if isinstance(record, dict) and isinstance(record.get("id"), str):
@@ -98,15 +109,40 @@ class BashKind(Kind[Task, TaskResult]):
     def __init__(self) -> None:
         self._patterns: tuple[str, ...] = ()
         self._explicit: Path | None = None
+        self._max_line = MAX_LINE_BYTES
         self._solutions: dict[Path, Solutions] = {}
 
     def recognises(self, path: Path, state: RunState) -> bool:
-        patterns = state.settings.dataset_patterns
-        self._patterns, self._explicit = patterns, state.settings.solutions
-        return (
-            path.suffix == ".jsonl"
-            and any(path.match(p) for p in patterns)
-            and (is_solutions_file(path) or looks_like_dataset(path))
+        found = self.recognition(path, state)
+        return found is not None and found.taken
+
+    def recognition(self, path: Path, state: RunState) -> Recognition | None:
+        """A dataset by its name (an `llm_datasets` pattern, and a line shaped like a task),
+        or by what it holds (a complete task in its first lines); a chat log whose records
+        have an `id` and a `prompt` is neither."""
+        settings = state.settings
+        self._patterns, self._explicit = settings.dataset_patterns, settings.solutions
+        self._max_line = settings.max_line_bytes
+        if path.suffix != ".jsonl":
+            return None
+        pattern = next((p for p in self._patterns if path.match(p)), None)
+        if pattern is not None:
+            named = f"matches llm_datasets {pattern!r}"
+            if is_solutions_file(path):
+                return Recognition(True, f"{named}: a solutions file")
+            if looks_like_dataset(path, self._max_line):
+                return Recognition(True, named)
+            return Recognition(
+                False, f"{named}, but none of its first 20 lines is an object with id and prompt"
+            )
+        found = first_task(path, self._max_line)
+        if isinstance(found, int):
+            return Recognition(True, f"no llm_datasets pattern; line {found} is a complete task")
+        where = f"line {found.lineno}: " if found.lineno else ""
+        return Recognition(
+            False,
+            f"no llm_datasets pattern, and none of its first 20 lines is a complete task "
+            f"({where}{found.message})",
         )
 
     def _folder_solutions(self, folder: Path) -> Solutions:
@@ -116,11 +152,11 @@ class BashKind(Kind[Task, TaskResult]):
             found = self._solutions[folder] = Solutions()
             files = sorted(p for p in folder.glob(f"*{SOLUTIONS}") if p.is_file())
             for path in files:
-                found.read(path)
+                found.read(path, self._max_line)
             if files:
-                found.orphans(_folder_ids(folder, self._patterns))
+                found.orphans(_folder_ids(folder, self._patterns, self._max_line))
             if self._explicit is not None and self._explicit.parent.resolve() != folder.resolve():
-                found.read(self._explicit)
+                found.read(self._explicit, self._max_line)
         return found
 
     def load(self, path: Path) -> Iterator[tuple[int, Task | Problem]]:
@@ -129,7 +165,7 @@ class BashKind(Kind[Task, TaskResult]):
             for lineno, message in solutions.problems.get(path, []):
                 yield lineno, Problem(message, lineno)
             return
-        for lineno, entry in load_dataset(path):
+        for lineno, entry in load_dataset(path, self._max_line):
             if isinstance(entry, LineProblem):
                 yield lineno, Problem(entry.message, entry.lineno)
             elif solutions.by_id and entry.tools is None:

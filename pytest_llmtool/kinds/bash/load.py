@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_llmtool.agents.base import SolutionStep
+from pytest_llmtool.inputs.lines import MAX_LINE_BYTES, Oversized, bounded_lines
 from pytest_llmtool.inputs.untrusted import nonprinting, shorten, undecodable, wide_encoding
 from pytest_llmtool.kinds.bash.checks import Check, parse_check
 from pytest_llmtool.kinds.bash.mocks import MockByParam, MockTool, ToolSolution
@@ -26,6 +27,10 @@ _SHAPE_PROBE_LINES = 20
 # How much of a UTF-16/UTF-32 file the shape test decodes.
 _WIDE_PROBE_BYTES = 1 << 16
 _UTF8_BOM = b"\xef\xbb\xbf"
+# bashkit's virtual file system keeps no file over 10,000,000 bytes, nor more than
+# 100,000,000 bytes of files (it drops them silently): a task's `files` are held to both.
+MAX_FILE_BYTES = 10_000_000
+MAX_FILES_BYTES = 100_000_000
 
 
 class Expectation(BaseModel):
@@ -87,10 +92,23 @@ class Task(BaseModel):
     @field_validator("files")
     @classmethod
     def _sandbox_paths(cls, value: dict[str, str]) -> dict[str, str]:
-        for path in value:
+        total = 0
+        for path, text in value.items():
             problem = _sandbox_path_problem(path)
             if problem:
                 raise ValueError(f"{path!r} {problem}")
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_FILE_BYTES:
+                raise ValueError(
+                    f"{path!r} is {size:,} bytes; bashkit's sandbox holds no file over "
+                    f"{MAX_FILE_BYTES:,} bytes"
+                )
+            total += size
+        if total > MAX_FILES_BYTES:
+            raise ValueError(
+                f"the files hold {total:,} bytes; bashkit's sandbox holds at most "
+                f"{MAX_FILES_BYTES:,} bytes of files"
+            )
         return value
 
     @field_validator("solution", mode="before")
@@ -189,10 +207,13 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-def load_dataset(path: Path) -> Iterator[tuple[int, Task | LineProblem]]:
+def load_dataset(
+    path: Path, max_line: int = MAX_LINE_BYTES
+) -> Generator[tuple[int, Task | LineProblem]]:
     """Yield (1-based line number, task or problem) for every meaningful line.
 
-    Lines are decoded one by one, so a stray non-UTF-8 byte costs only its own line."""
+    Lines are decoded one by one, so a stray non-UTF-8 byte costs only its own line, and
+    read `max_line` bytes at most: a longer line is a problem, never held in memory."""
     first_seen: dict[str, int] = {}
     with path.open("rb") as stream:
         head = stream.read(4)
@@ -201,7 +222,10 @@ def load_dataset(path: Path) -> Iterator[tuple[int, Task | LineProblem]]:
             yield 1, LineProblem(1, f"the file is {wide[0]}, not UTF-8: save it as UTF-8")
             return
         stream.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)
-        for lineno, raw in enumerate(stream, start=1):
+        for lineno, raw in bounded_lines(stream, max_line):
+            if isinstance(raw, Oversized):
+                yield lineno, LineProblem(lineno, oversized(raw, max_line))
+                continue
             try:
                 line = raw.decode()
             except UnicodeDecodeError as exc:
@@ -210,6 +234,10 @@ def load_dataset(path: Path) -> Iterator[tuple[int, Task | LineProblem]]:
                 continue
             if _meaningful(line):
                 yield lineno, _parse_line(line, lineno, first_seen)
+
+
+def oversized(line: Oversized, max_line: int) -> str:
+    return f"the line is {line.size:,} bytes, over the limit of {max_line:,} (--llm-max-line-bytes)"
 
 
 def _parse_line(line: str, lineno: int, first_seen: dict[str, int]) -> Task | LineProblem:
@@ -302,7 +330,7 @@ def _find_duplicate(value: object, where: str) -> str | None:
 # --- which files are datasets -----------------------------------------------------------------
 
 
-def looks_like_dataset(path: Path) -> bool:
+def looks_like_dataset(path: Path, max_line: int = MAX_LINE_BYTES) -> bool:
     """True when one of the first meaningful lines is a JSON object with `id` and `prompt`.
 
     This keeps other JSONL files (a report's output, an unrelated data file) out of
@@ -317,9 +345,52 @@ def looks_like_dataset(path: Path) -> bool:
             if wide is not None:
                 return _has_task_shape(head.decode(wide[1], "replace").splitlines())
             stream.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)
-            return _has_task_shape(raw.decode("utf-8", "replace") for raw in stream)
+            return _has_task_shape(
+                "{}" if isinstance(raw, Oversized) else raw.decode("utf-8", "replace")
+                for _, raw in bounded_lines(stream, max_line)
+            )
     except OSError:
         return False
+
+
+def first_task(path: Path, max_line: int = MAX_LINE_BYTES) -> int | LineProblem:
+    """Whether a file no pattern names is a dataset by what it holds: the line of the first
+    complete task among its first 20 meaningful lines, else what is wrong with the first
+    of them (line 0 when it has none). A file of records that merely have an `id` and a
+    `prompt` (a chat log) is no dataset. Lines are read whatever their encoding (bad bytes
+    replaced): a dataset saved in the wrong one is still taken, and its items say so."""
+    first: LineProblem | None = None
+    probed = 0
+    try:
+        for lineno, line in _lenient_lines(path, max_line):
+            if isinstance(line, str) and not _meaningful(line):
+                continue
+            probed += 1
+            if isinstance(line, Oversized):
+                entry: Task | LineProblem = LineProblem(lineno, oversized(line, max_line))
+            else:
+                entry = _parse_line(line, lineno, {})
+            if isinstance(entry, Task):
+                return lineno
+            first = first or entry
+            if probed >= _SHAPE_PROBE_LINES:
+                break
+    except OSError as exc:
+        return LineProblem(0, f"cannot read: {exc.strerror}")
+    return first or LineProblem(0, "no line holds a task")
+
+
+def _lenient_lines(path: Path, max_line: int) -> Iterator[tuple[int, str | Oversized]]:
+    with path.open("rb") as stream:
+        head = stream.read(_WIDE_PROBE_BYTES)
+        wide = wide_encoding(head)
+        if wide is not None:
+            text = head.decode(wide[1], "replace").removeprefix("\ufeff")
+            yield from enumerate(text.splitlines(), start=1)
+            return
+        stream.seek(len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0)
+        for lineno, raw in bounded_lines(stream, max_line):
+            yield lineno, raw if isinstance(raw, Oversized) else raw.decode("utf-8", "replace")
 
 
 def _has_task_shape(lines: Iterable[str]) -> bool:

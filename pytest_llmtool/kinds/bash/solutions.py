@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pytest_llmtool.inputs.lines import MAX_LINE_BYTES, Oversized, bounded_lines
 from pytest_llmtool.inputs.untrusted import shorten
 
 SUFFIX = "solutions.jsonl"
@@ -47,27 +48,38 @@ class Solutions:
     problems: dict[Path, list[tuple[int, str]]] = field(default_factory=dict)
     lines: dict[tuple[Path, str], int] = field(default_factory=dict)
 
-    def read(self, path: Path) -> None:
+    def read(self, path: Path, max_line: int = MAX_LINE_BYTES) -> None:
         found = self.problems.setdefault(path, [])
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            with path.open("rb") as stream:
+                for lineno, raw in bounded_lines(stream, max_line):
+                    if isinstance(raw, Oversized):
+                        message = f"the line is {raw.size:,} bytes, over the limit of {max_line:,}"
+                        found.append((lineno, message))
+                        continue
+                    try:
+                        line = raw.decode("utf-8").removeprefix("\ufeff")
+                    except UnicodeDecodeError as exc:
+                        found.append((lineno, f"not UTF-8 (byte 0x{raw[exc.start]:02x})"))
+                        continue
+                    self._read_line(path, lineno, line, found)
+        except OSError as exc:
             found.append((1, f"cannot read the solutions file: {exc}"))
+
+    def _read_line(self, path: Path, lineno: int, line: str, found: list[tuple[int, str]]) -> None:
+        if not line.strip() or line.lstrip().startswith(("#", "//")):
             return
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip() or line.lstrip().startswith(("#", "//")):
-                continue
-            try:
-                entry = _Line.model_validate(json.loads(line))
-            except ValueError as exc:  # bad JSON, or a ValidationError (a ValueError too)
-                message = str(exc).splitlines()[0]
-                found.append((lineno, shorten(f"not a solution line {{id, steps}}: {message}")))
-                continue
-            self.lines.setdefault((path, entry.id), lineno)
-            reference = Reference(tuple(entry.steps), f"{path.name}:{lineno}")
-            known = self.by_id.setdefault(entry.id, [])
-            if all(r.steps != reference.steps for r in known):
-                known.append(reference)
+        try:
+            entry = _Line.model_validate(json.loads(line))
+        except ValueError as exc:  # bad JSON, or a ValidationError (a ValueError too)
+            message = str(exc).splitlines()[0]
+            found.append((lineno, shorten(f"not a solution line {{id, steps}}: {message}")))
+            return
+        self.lines.setdefault((path, entry.id), lineno)
+        reference = Reference(tuple(entry.steps), f"{path.name}:{lineno}")
+        known = self.by_id.setdefault(entry.id, [])
+        if all(r.steps != reference.steps for r in known):
+            known.append(reference)
 
     def orphans(self, ids: Iterable[str]) -> None:
         """Record, for each file, the ids it names that none of `ids` is."""

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmtool.kinds import Columns, Kind, Problem
+from pytest_llmtool.inputs.lines import MAX_YAML_BYTES
+from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
+from pytest_llmtool.kinds.scenario.kind import yaml_recognition
 from pytest_llmtool.records import ErrorRecord, EvalReport, OptimizationResult
 from pytest_llmtool.sandbox.limits import limits_for
 
@@ -41,21 +43,33 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
     def __init__(self) -> None:
         # Per task file: the baseline and oracle copies, prepared once in this process.
         self._references: dict[Path, asyncio.Task[Reference]] = {}
+        self._max_bytes = MAX_YAML_BYTES
 
     def recognises(self, path: Path, state: RunState) -> bool:
-        if path.suffix not in (".yaml", ".yml"):
-            return False
-        if not any(path.match(p) for p in state.settings.scenario_patterns):
-            return False
-        # Imported here: a run of datasets alone never needs the loader (or YAML).
-        from pytest_llmtool.kinds.optimization.load import looks_like_optimization
+        found = self.recognition(path, state)
+        return found is not None and found.taken
 
-        return looks_like_optimization(path)
+    def recognition(self, path: Path, state: RunState) -> Recognition | None:
+        """As a scenario is recognised (`yaml_recognition`), by its `optimization:` key."""
+        if path.suffix not in (".yaml", ".yml"):
+            return None
+        # Imported here: a run of datasets alone never needs the loader (or YAML).
+        from pytest_llmtool.kinds.optimization.load import format_problem, looks_like_optimization
+
+        max_bytes = self._max_bytes = state.settings.max_yaml_bytes
+        return yaml_recognition(
+            path,
+            state.settings.scenario_patterns,
+            "optimization",
+            lambda: looks_like_optimization(path, max_bytes),
+            lambda: format_problem(path, max_bytes),
+            max_bytes,
+        )
 
     def load(self, path: Path) -> Iterator[tuple[int, OptimizationTask | Problem]]:
         from pytest_llmtool.kinds.optimization.load import load_task
 
-        loaded = load_task(path)
+        loaded = load_task(path, self._max_bytes)
         yield 1, Problem(loaded, name=path.stem) if isinstance(loaded, str) else loaded
 
     def task_id(self, work: OptimizationTask) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pytest_llmtool.inputs.lines import MAX_YAML_BYTES, read_head
 from pytest_llmtool.inputs.safe_yaml import (
     MAX_PROBLEM,
     Unreadable,
@@ -35,13 +36,14 @@ _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
 _SHAPE_TEXT = re.compile(r"^optimization\s*:", re.MULTILINE)
 
 
-def looks_like_optimization(path: Path) -> bool:
-    """A YAML file with a top-level `optimization:` key (cheap: runs for every YAML file).
+def looks_like_optimization(path: Path, max_bytes: int = MAX_YAML_BYTES) -> bool:
+    """A YAML file with a top-level `optimization:` key (cheap: runs for every YAML file;
+    reads `max_bytes` at most).
 
     A file saved as UTF-16 or UTF-32 is recognised too, so that its item says what is wrong
     instead of the file being silently skipped."""
     try:
-        raw = path.read_bytes()
+        raw = read_head(path, max_bytes)[0]
     except OSError:
         return False
     wide = wide_encoding(raw[:4])
@@ -176,6 +178,18 @@ def _copy_paths(task: dict[str, Any], project: Path) -> list[str]:
     return problems
 
 
+def format_problem(path: Path, max_bytes: int = MAX_YAML_BYTES) -> str | None:
+    """What keeps a YAML file no pattern names from being an optimization task by what it
+    holds (one document, valid against the schema), or None when it is one: its other
+    problems (bytes that are not UTF-8, a project that is not there) are then its item's
+    error."""
+    data = read_yaml_file(path, max_bytes, lenient=True)
+    if isinstance(data, Unreadable):
+        return shorten(data.message, MAX_PROBLEM)
+    errors = schema_problems(schema(), data)
+    return one_problem(errors) if errors else None
+
+
 def _problems(data: Any, base: Path) -> list[str]:
     errors = schema_problems(schema(), data)
     if errors:
@@ -204,9 +218,9 @@ def _problems(data: Any, base: Path) -> list[str]:
     return problems
 
 
-def load_task(path: Path) -> OptimizationTask | str:
+def load_task(path: Path, max_bytes: int = MAX_YAML_BYTES) -> OptimizationTask | str:
     """The task of `path`, or one message saying what is wrong with it."""
-    data = read_yaml_file(path)
+    data = read_yaml_file(path, max_bytes)
     if isinstance(data, Unreadable):
         return shorten(data.message, MAX_PROBLEM)
     problems = _problems(data, path.parent)

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_llmtool.agents import ModelSpec
+from pytest_llmtool.inputs.lines import MAX_YAML_BYTES, read_head
 from pytest_llmtool.inputs.untrusted import wide_encoding
-from pytest_llmtool.kinds import Columns, Kind, Problem
+from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
 from pytest_llmtool.records import CallUsage, ErrorRecord, EvalReport, ScenarioResult
 from pytest_llmtool.sandbox.limits import limits_for
 
@@ -35,19 +36,59 @@ _SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
 _SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
 
 
-def looks_like_scenario(path: Path) -> bool:
+def looks_like_scenario(path: Path, max_bytes: int = MAX_YAML_BYTES) -> bool:
     """A YAML file with a top-level `task:` key: CI configs and rubrics have none.
 
-    Read as bytes, so a scenario with a stray non-UTF-8 byte (or saved as UTF-16) is still
-    collected and its item says what is wrong."""
+    Read as bytes (`max_bytes` at most), so a scenario with a stray non-UTF-8 byte (or saved
+    as UTF-16) is still collected and its item says what is wrong."""
     try:
-        raw = path.read_bytes()
+        raw = read_head(path, max_bytes)[0]
     except OSError:
         return False
     wide = wide_encoding(raw[:4])
     if wide is not None:
         return bool(_SHAPE.search(raw.decode(wide[1], "replace").removeprefix("\ufeff")))
     return bool(_SHAPE_BYTES.search(raw))
+
+
+def yaml_recognition(
+    path: Path,
+    patterns: Sequence[str],
+    key: str,
+    shaped: Callable[[], bool],
+    format_problem: Callable[[], str | None],
+    max_bytes: int,
+) -> Recognition:
+    """Whether a YAML kind takes a file, and why: named by a pattern and with its top-level
+    `key` (or too large to tell: its item says so), or named by none and valid as a whole
+    (`format_problem` says what is not)."""
+    pattern = next((p for p in patterns if path.match(p)), None)
+    if pattern is not None:
+        named = f"matches llm_scenarios {pattern!r}"
+        if shaped():
+            return Recognition(True, named)
+        if _size(path) > max_bytes:
+            return Recognition(True, f"{named}, and is larger than --llm-max-yaml-bytes")
+        return Recognition(False, f"{named}, but has no top-level `{key}:` key")
+    if not shaped():
+        return Recognition(False, f"no llm_scenarios pattern, and no top-level `{key}:` key")
+    problem = format_problem()
+    if problem is None:
+        return Recognition(True, "no llm_scenarios pattern; the whole file is valid")
+    return Recognition(False, f"no llm_scenarios pattern, and not valid as a whole ({problem})")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _format_problem(path: Path, max_bytes: int) -> str | None:
+    from pytest_llmtool.kinds.scenario.load import format_problem
+
+    return format_problem(path, max_bytes)
 
 
 class LlmtoolWarning(pytest.PytestWarning):
@@ -60,17 +101,33 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
     result_type = ScenarioResult
     report_keys = frozenset({"scenarios", "scenario_summary"})
 
+    def __init__(self) -> None:
+        self._max_bytes = MAX_YAML_BYTES
+
     def recognises(self, path: Path, state: RunState) -> bool:
+        found = self.recognition(path, state)
+        return found is not None and found.taken
+
+    def recognition(self, path: Path, state: RunState) -> Recognition | None:
+        """A scenario by its name (an `llm_scenarios` pattern, and a top-level `task:`), or
+        by what it holds (one document valid against the schema): a Kubernetes manifest or
+        a Jinja template with a `task:` key is neither."""
         if path.suffix not in (".yaml", ".yml"):
-            return False
-        if not any(path.match(p) for p in state.settings.scenario_patterns):
-            return False
-        return looks_like_scenario(path)
+            return None
+        max_bytes = self._max_bytes = state.settings.max_yaml_bytes
+        return yaml_recognition(
+            path,
+            state.settings.scenario_patterns,
+            "task",
+            lambda: looks_like_scenario(path, max_bytes),
+            lambda: _format_problem(path, max_bytes),
+            max_bytes,
+        )
 
     def load(self, path: Path) -> Iterator[tuple[int, Scenario | Problem]]:
         from pytest_llmtool.kinds.scenario.load import ScenarioProblem, load_scenario
 
-        loaded = load_scenario(path)
+        loaded = load_scenario(path, self._max_bytes)
         if isinstance(loaded, ScenarioProblem):
             yield 1, Problem(loaded.message, name=path.stem)
         else:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pytest_llmtool.agents.base import SolutionStep, ToolStep
 from pytest_llmtool.agents.judge import load_rubric
+from pytest_llmtool.inputs.lines import MAX_YAML_BYTES
 from pytest_llmtool.inputs.safe_yaml import (
     MAX_PROBLEM,
     Unreadable,
@@ -250,18 +251,38 @@ def _binary_problems(base: Path, binary: str, where: str) -> list[str]:
     return []
 
 
-def load_scenario(path: Path) -> Scenario | ScenarioProblem:
-    data = read_yaml_file(path)
-    if isinstance(data, Unreadable):
-        return ScenarioProblem(shorten(data.message, MAX_PROBLEM))
-    if not isinstance(data, dict):
-        return ScenarioProblem("(top level): a scenario is a mapping of keys")
+def load_scenario(path: Path, max_bytes: int = MAX_YAML_BYTES) -> Scenario | ScenarioProblem:
+    data = _document(path, max_bytes)
+    if isinstance(data, str):
+        return ScenarioProblem(data)
     problems = _premigration(data) or schema_problems(schema(), data)
     if not problems:
         problems = _semantic_problems(data, path.parent)
     if problems:
         return ScenarioProblem(one_problem(problems))
     return _build(data, path)
+
+
+def format_problem(path: Path, max_bytes: int = MAX_YAML_BYTES) -> str | None:
+    """What keeps a YAML file no pattern names from being a scenario by what it holds (one
+    document, valid against the schema), or None when it is one: its other problems (bytes
+    that are not UTF-8, a missing template, a binary that is not executable) are then its
+    item's error."""
+    data = _document(path, max_bytes, lenient=True)
+    if isinstance(data, str):
+        return data
+    problems = _premigration(data) or schema_problems(schema(), data)
+    return one_problem(problems) if problems else None
+
+
+def _document(path: Path, max_bytes: int, lenient: bool = False) -> dict[str, Any] | str:
+    """The scenario file's mapping, or what is wrong with it."""
+    data = read_yaml_file(path, max_bytes, lenient=lenient)
+    if isinstance(data, Unreadable):
+        return shorten(data.message, MAX_PROBLEM)
+    if not isinstance(data, dict):
+        return "(top level): a scenario is a mapping of keys"
+    return data
 
 
 def _build(data: dict[str, Any], path: Path) -> Scenario:
