@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import json
 import textwrap
+import time
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -295,3 +297,16 @@ class Markup(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
         self.attributes.update(name for name, _ in attrs)
+
+
+WAIT_SECONDS = 120.0  # a bound on waits for something that normally takes a second or two
+
+
+def wait_for(what: str, condition: Callable[[], object], log: Path) -> None:
+    """Poll `condition` until it is truthy; fail (with the run's output) only if it never is."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"gave up waiting for {what}\n{log.read_text() if log.exists() else ''}")

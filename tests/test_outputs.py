@@ -9,16 +9,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import BWRAP_PROBLEM, TASKS, write_dataset
+from helpers import BWRAP_PROBLEM, TASKS, WAIT_SECONDS, wait_for, write_dataset
 
 from pytest_llmtool.run.outputs import LOCK_NAME, hold, problem
 
-WAIT_SECONDS = 120.0  # a bound on waits for something that normally takes a second or two
 # Each item of the run, once it runs: what shows that none ran.
 RAN = "*tasks.jsonl::*"
 
@@ -177,15 +175,6 @@ def test_a_report_directory_in_use_is_refused(
     os.close(hold(pytester.path / "out"))
 
 
-def _wait_for(what: str, condition: Callable[[], bool], log: Path) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"gave up waiting for {what}\n{log.read_text() if log.exists() else ''}")
-
-
 # Holds the run in beta's call, after alpha's result is journalled, while `hold` exists.
 HOLDING_CONFTEST = """
 import os, time
@@ -213,7 +202,7 @@ def test_a_run_in_another_process_holds_its_report_directory_and_a_kill_lets_go(
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        _wait_for("the first run to reach beta", (pytester.path / "started").exists, log)
+        wait_for("the first run to reach beta", (pytester.path / "started").exists, log)
         in_use = f"report directory {pytester.path / 'out'} is in use by another run"
         result = pytester.runpytest("--llm-report=out", "--llm-resume")
         _ran_nothing(result)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import TASKS, read_report, write_dataset
+from helpers import TASKS, WAIT_SECONDS, read_report, wait_for, write_dataset
 
 from pytest_llmtool.records import LLMCallMetrics, TaskResult
 from pytest_llmtool.run.journal import JournalEntry, JournalWriter, read_journal
@@ -26,7 +25,6 @@ from pytest_llmtool.run.resume import mismatch, spent, whole_run_status
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 
-WAIT_SECONDS = 120.0  # a bound on waits for something that normally takes a second or two
 SLOW = ("c_slow", "d_slow")
 # What finishes while the slow items wait: the bash tasks the oracle can play (delta has no
 # solution, so it is skipped and never journalled) and the fast scenarios.
@@ -65,16 +63,6 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
 def results_of(path: Path) -> list[JournalEntry]:
     """A journal's result and error entries, without the setups they name."""
     return [e for e in read_journal(path).entries if e.type != "setup"]
-
-
-def wait_for(what: str, condition: Any, log: Path) -> None:
-    """Poll `condition` until it is truthy; fail (with the run's output) only if it never is."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"gave up waiting for {what}\n{log.read_text() if log.exists() else ''}")
 
 
 @dataclass
