@@ -987,9 +987,10 @@ class OptimizationResult(ItemResult):
     """One optimization item: an agent's attempt at a task, scored as FC-Eval scores it.
 
     `agent` is FC-Eval's `agent:model` key (`builtin:haiku`, `oracle:oracle`, `nop:nop`).
-    Passed when the attempt succeeded (tests and snapshot held) and its task speedup is
-    strictly above the task's `min_speedup`. `tampered_files` are the harness files the
-    agent changed (`kinds/optimization/harness.py`)."""
+    Passed (`passed`, the one rule every output follows) when the attempt succeeded (tests
+    and snapshot held) and its task speedup's 95% interval lies above the task's
+    `min_speedup`. `tampered_files` are the harness files the agent changed
+    (`kinds/optimization/harness.py`)."""
 
     task_id: str
     category: str
@@ -1003,10 +1004,19 @@ class OptimizationResult(ItemResult):
     artifacts: str
     duration_ms: int
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
-        speedup = self.metrics.task_speedup
-        return self.metrics.success and speedup is not None and speedup > self.min_speedup
+        """Success, and the speedup and its 95% interval's lower bound above `min_speedup`.
+
+        The point speedup alone is not enough: an untouched copy's is noise around 1x and can
+        land above any threshold (the nop once read 1.79x [0.66, 3.85] against 1.5x), while
+        its interval reaches below it. No interval (fewer than two rounds, rounds without
+        spread) is not a pass: the speedup cannot be told from noise, so it fails closed."""
+        m, ci = self.metrics, self.metrics.task_speedup_ci
+        if not m.success or m.task_speedup is None or ci is None:
+            return False
+        return m.task_speedup > self.min_speedup and ci.low > self.min_speedup
 
 
 # The version of `report.json`'s format: raised when a field is removed or changes meaning

@@ -75,18 +75,15 @@ def test_the_examples_report_validates(pytester: pytest.Pytester, workers: list[
     # 50 bash tasks (3 in today's bashkit-eval format), 4 scripting-tool tasks in 2 tool
     # modes, 7 scenario items (one scenario compares two guidance files, two target an MCP
     # server) and 3 optimization tasks, each once per model: the oracle
-    # replays every reference solution, nop does nothing. nop's speedup is measured: near 1x,
-    # but on sub-millisecond benchmarks noise now and then lifts it above the tasks'
-    # min_speedup of 1.5, and that item then passes, as its recorded speedup says it should.
+    # replays every reference solution, nop does nothing. nop's speedup is noise around 1x
+    # whose 95% interval reaches below the tasks' min_speedup of 1.5: it never passes. The
+    # oracle passes when its interval clears 1.5, which a loaded machine's noise can prevent:
+    # the item's outcome then follows its recorded `passed`, as every output does.
     report = _closed_valid(pytester)
-    lucky = [
-        r["task_id"]
-        for r in report["optimization_results"]
-        if r["agent"] == "nop:nop"
-        and r["metrics"]["success"]
-        and r["metrics"]["task_speedup"] > r["min_speedup"]
-    ]
-    result.assert_outcomes(passed=68 + len(lucky), failed=68 - len(lucky))
+    optimization = report["optimization_results"]
+    assert not any(r["passed"] for r in optimization if r["agent"] == "nop:nop")
+    missed = [r for r in optimization if r["agent"] == "oracle:oracle" and not r["passed"]]
+    result.assert_outcomes(passed=68 - len(missed), failed=68 + len(missed))
     assert all(
         r["metrics"]["success"] and r["metrics"]["task_speedup"] > 1.5
         for r in report["optimization_results"]

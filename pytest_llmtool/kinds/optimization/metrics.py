@@ -183,7 +183,9 @@ def task_speedup_interval(
 
     log gmean = the mean of the benchmarks' log ratios, so its standard error is
     sqrt(sum se_i²) / B (benchmarks measured independently), with the smallest of their
-    degrees of freedom (conservative). None when any benchmark has no interval."""
+    degrees of freedom (conservative). None when a benchmark has fewer than two rounds on a
+    side, or when no benchmark's rounds have spread (as `speedup_interval`: a point is not
+    an interval, and one above `min_speedup` would pass)."""
     parts = [_log_ratio(nop, agent) for nop, agent in rounds]
     if not parts or any(p is None for p in parts):
         return None
@@ -195,7 +197,7 @@ def task_speedup_interval(
         n=min(p.n for p in known),
         method="combined-log-t",
     )
-    return _interval(combined)
+    return None if combined.se == 0 else _interval(combined)
 
 
 def benchmark_speedup(

@@ -3,11 +3,12 @@
 Three copies of the project take part: the untouched baseline (nop) and the reference
 solution (oracle), prepared once per task and process and shared by every item of the task,
 and the agent's own. Tests run once per copy; benchmarks run interleaved in rounds (nop,
-oracle, agent, nop, ...) so that the machine's drift hits all three alike, each run holding
-a lock (`host_lock`) so that no two measurements of this user share the machine, whatever
-the concurrency. The agent's copy is checked against the pristine project's harness first
-(`harness.py`): the harness is restored before measuring, and an attempt that changed it is
-tampered, a failure. Every command runs in the copy's bubblewrap jail unless `--llm-sandbox=none`.
+oracle, agent, nop, ...) so that the machine's drift hits all three alike, all of an item's
+rounds under one hold of a lock (`host_lock`) so that no two items of this user measure on
+the machine at once, whatever the concurrency. The agent's copy is checked against the
+pristine project's harness first (`harness.py`): the harness is restored before measuring,
+and an attempt that changed it is tampered, a failure. Every command runs in the copy's
+bubblewrap jail unless `--llm-sandbox=none`.
 With `--llm-agent-cmd` the external agent runs in the agent's copy instead of the built-in
 loop, as scenarios run it (`sandbox/external.py`).
 """
@@ -49,6 +50,7 @@ from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
 
 LOCK_NAME = "bench.lock"
+LOCK_POLL_S = 0.1  # how often an item waiting for the benchmark lock tries again
 SUMMARY_TAIL = 64 * 1024  # bytes of a test log read for pytest's summary line, at its end
 OFFLINE = ("oracle", "nop")
 SYSTEM_PROMPT = (
@@ -269,25 +271,35 @@ def _open_lock(directory: Path) -> int:
     return fd
 
 
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 @asynccontextmanager
 async def host_lock(base: Path | None = None) -> AsyncIterator[None]:
     """One measurement of this user's at a time on this host: an exclusive `flock` on a
-    file in the user's own directory, waited for in a thread with one line saying so.
+    file in the user's own directory, polled with one line saying so while it waits.
 
-    Each holder opens the file itself, so holders in one process exclude each other too."""
+    Polled, not waited for in a thread: a thread blocked in `flock` cannot be cancelled, so
+    Ctrl-C's exit would hang until another run's measurement ended, and waiting items would
+    fill the event loop's default executor (which model calls' DNS lookups need). Each
+    holder opens the file itself, so holders in one process exclude each other too."""
     directory = lock_directory(base)
     fd = _open_lock(directory)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_flock(fd):
             print(
                 "pytest-llmtool: waiting for another measurement to finish (benchmark lock "
                 f"{directory / LOCK_NAME})",
                 file=sys.stderr,
                 flush=True,
             )
-            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+            while not _try_flock(fd):
+                await asyncio.sleep(LOCK_POLL_S)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -327,20 +339,19 @@ def _read_times(
 
 
 async def benchmark_once(task: OptimizationTask, copy: Copy) -> readers.Times:
-    """One benchmark run of a copy under the host lock; `MeasurementFailed` when it gave
-    nothing usable or a time that is not a positive number."""
+    """One benchmark run of a copy (the caller holds the host lock); `MeasurementFailed`
+    when it gave nothing usable or a time that is not a positive number."""
     bench = task.benchmarks
     where = f"benchmark command in the {copy.label} copy"
     if not hostio.confined(copy.root, copy.root / "results"):
         raise MeasurementFailed(f"{where}: the results directory was replaced by a link")
     results = Path(tempfile.mkdtemp(prefix="bench-", dir=copy.root / "results"))
     before = _outputs(copy, bench.output) if bench.format == "asv" else {}
-    async with host_lock():
-        done = await _shell(copy, bench.command, task.timeouts.benchmark, results)
-        try:
-            times = _read_times(task, copy, results, before)
-        except ValueError as exc:
-            raise MeasurementFailed(f"{where}: {exc}") from None
+    done = await _shell(copy, bench.command, task.timeouts.benchmark, results)
+    try:
+        times = _read_times(task, copy, results, before)
+    except ValueError as exc:
+        raise MeasurementFailed(f"{where}: {exc}") from None
     if times is None:
         raise MeasurementFailed(
             f"{where} (exit {done.exit_code}) wrote no {bench.output}: {bench.command}\n"
@@ -374,7 +385,18 @@ async def measure(
     code crashed, or it broke its own measurement), returned as the second value, and the
     agent is measured no further; any other copy's failure raises `MeasurementFailed`.
     Before each of the agent's runs its harness is checked and restored: the agent's code
-    ran since (tests, the last round) and may have rewritten it."""
+    ran since (tests, the last round) and may have rewritten it.
+
+    All rounds are measured under one hold of the host lock, so that no other item's
+    benchmark runs between them (it would warm or evict caches for some of this item's runs
+    and not for others): the benchmark phases of items never overlap."""
+    async with host_lock():
+        return await _measure_rounds(task, copies, agent)
+
+
+async def _measure_rounds(
+    task: OptimizationTask, copies: Sequence[Copy], agent: Copy | None
+) -> Measured:
     measured: list[dict[str, list[float]]] = [{} for _ in copies]
     bench = task.benchmarks
     failure: str | None = None
@@ -586,9 +608,16 @@ def headline(result: OptimizationResult) -> str:
         return f"{prefix}: {', '.join(why)}"
     if m.task_speedup is None:
         return f"no valid benchmark (0 of {m.num_benchmarks})"
-    ci = m.task_speedup_ci
-    interval = f" [{ci.low:.2f}, {ci.high:.2f}]" if ci else ""
-    return f"speedup {m.task_speedup:.2f}x{interval} not above {result.min_speedup:.2f}x"
+    ci, needed = m.task_speedup_ci, f"{result.min_speedup:.2f}x"
+    if ci is None:
+        return (
+            f"speedup {m.task_speedup:.2f}x has no 95% interval (fewer than two rounds, or "
+            f"rounds without spread): it cannot be told from noise, so not a pass ({needed})"
+        )
+    interval = f"speedup {m.task_speedup:.2f}x [{ci.low:.2f}, {ci.high:.2f}]"
+    if m.task_speedup <= result.min_speedup:
+        return f"{interval} not above {needed}"
+    return f"{interval}: its 95% interval's lower bound is not above {needed}"
 
 
 def failure_lines(result: OptimizationResult) -> list[str]:
