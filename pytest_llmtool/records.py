@@ -1078,19 +1078,40 @@ class RunMetadata(BaseModel):
         return f"PARTIAL: {self.ran} of {self.collected} items ran{why}"
 
 
+class StoppedTask(BaseModel):
+    """An item `--llm-max-cost` stopped: before it started, or before one of its model calls
+    (`agents/budget.py`). Not scored, so no pass rate counts it; the calls it made are in
+    `trace` (the agent's, so far) and in the run's spend. Resuming the run runs it again."""
+
+    nodeid: str
+    kind: str
+    task_id: str
+    model: str
+    category: str
+    trial: int = 0
+    reason: str
+    trace: AgentTrace | None = None
+    # The judges' calls it made before the limit stopped it.
+    judge_calls: list[LLMCallMetrics] = Field(default_factory=list)
+
+
 class BudgetSummary(BaseModel):
     """`--llm-max-cost` and what the run spent on model calls, agents' and judges'.
 
-    Calls already under way when the limit is crossed still finish (and are paid for), so
-    `spent_usd` may pass `limit_usd`; `overshoot_usd` says by how much."""
+    A call starts only when its worst case fits in what is left, so `spent_usd` passes
+    `limit_usd` only under xdist, where processes reserving at the same moment can each
+    take the room left; `overshoot_usd` says by how much. `stopped` counts the items the
+    limit stopped (`EvalReport.stopped`)."""
 
     limit_usd: float
     spent_usd: float
+    stopped: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def reached(self) -> bool:
-        return self.spent_usd >= self.limit_usd
+        """The limit stopped an item, or the run spent all of it."""
+        return self.stopped > 0 or self.spent_usd >= self.limit_usd
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -1100,13 +1121,11 @@ class BudgetSummary(BaseModel):
     def line(self) -> str:
         """The budget in one sentence, for the terminal and `report.md`."""
         said = f"--llm-max-cost: ${self.spent_usd:.4f} spent of ${self.limit_usd:.4f}"
-        if not self.reached:
-            return said
         over = f", over by ${self.overshoot_usd:.4f}" if self.overshoot_usd else ""
-        return (
-            f"{said}{over}: the limit was reached; calls already under way finished, and no "
-            "task made another model call or started"
-        )
+        if not self.stopped:
+            return said + over
+        tasks = "task" if self.stopped == 1 else "tasks"
+        return f"{said}{over}: {self.stopped} {tasks} stopped by the cost limit (not scored)"
 
 
 class BaselineChange(BaseModel):
@@ -1192,8 +1211,13 @@ class EvalReport(BaseModel):
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # With --llm-max-cost: the limit and the whole run's spend.
     budget: BudgetSummary | None = None
+    # Items the cost limit stopped, with what they did before it (not scored).
+    stopped: list[StoppedTask] = Field(default_factory=list)
     # With --llm-baseline: this run against the baseline, per model.
     baseline: BaselineComparison | None = None
+    # With --llm-fail-on-regression or --llm-fail-under: the gate's decision in one sentence
+    # (what was decided, and with what power), as every output's headline says it.
+    gate: str | None = None
     # What the models were given (system prompt, tools, parameters), each distinct one once,
     # by the key each trace's `setup` names.
     setups: dict[str, ModelSetup] = Field(default_factory=dict)

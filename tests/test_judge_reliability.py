@@ -171,7 +171,11 @@ def test_a_scenario_judged_five_times_is_decided_by_its_interval(
     _judged_scenario(project)
     server.script_attempts_containing(PROMPT, [_answer(s) for s in scores])
     result = pytester.runpytest(
-        "--llm-judge-model=haiku", "--llm-judge-samples=5", "--llm-report=out", "-rA"
+        "--llm-summary=full",
+        "--llm-judge-model=haiku",
+        "--llm-judge-samples=5",
+        "--llm-report=out",
+        "-rA",
     )
     result.assert_outcomes(**{"passed" if decision == "pass" else "failed": 1})
     report = read_report(pytester)
@@ -235,13 +239,20 @@ def test_repeated_judging_is_paid_for_and_stops_at_the_cost_limit(
         "--llm-judge-samples=5",
         "--llm-max-cost=1.0",
         "--llm-report=out",
+        "-rs",
     )
-    # $0.40, $0.80, $1.20: the fourth sample is refused before it starts.
+    # $0.40, $0.80, $1.20: the fourth sample is refused before it starts. (The fake server
+    # counts far more input tokens than the request has bytes, so each call costs more than
+    # the worst case reserved for it.) The item is stopped by the cost limit: skipped.
     judge_requests = [r for r in server.requests if r.body.get("model") == "claude-haiku-4-5"]
     assert len(judge_requests) == 3
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*--llm-max-cost reached: $1.2000 spent of $1.0000*"])
-    assert read_report(pytester)["budget"]["spent_usd"] == pytest.approx(1.2)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*stopped by the cost limit: $1.2000 spent of $1.0000*"])
+    report = read_report(pytester)
+    assert report["budget"]["spent_usd"] == pytest.approx(1.2)
+    # What it paid for is kept: the agent's run and the three samples' calls.
+    (stopped,) = report["stopped"]
+    assert stopped["trace"] is not None and len(stopped["judge_calls"]) == 3
 
 
 @pytest.mark.parametrize(
@@ -270,6 +281,7 @@ def test_a_judge_panel_decides_by_strict_majority(
     # Anthropic and the OpenAI clients.
     server.script_attempts_containing(PROMPT, [_answer(s) for s in scores])
     result = pytester.runpytest(
+        "--llm-summary=full",
         "--llm-judge-model=haiku,gpt-5-mini,sonnet",
         f"--llm-judge-samples={samples}",
         "--llm-report=out",

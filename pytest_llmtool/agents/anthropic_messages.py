@@ -11,7 +11,7 @@ from typing import Any
 
 import anthropic
 
-from pytest_llmtool.agents.base import ChatRequest, ChatResponse
+from pytest_llmtool.agents.base import REQUIRED_MAX_TOKENS, ChatRequest, ChatResponse
 from pytest_llmtool.agents.ratelimit import Limiter
 from pytest_llmtool.agents.retry import Answer, RetryPolicy, call_limited
 from pytest_llmtool.records import (
@@ -24,7 +24,8 @@ from pytest_llmtool.records import (
 )
 
 KEY_ENV = "ANTHROPIC_API_KEY"
-MAX_TOKENS = 4096  # the API requires a value: this one unless --llm-max-tokens sets it
+# The API requires a value: this one unless --llm-max-tokens sets it.
+MAX_TOKENS = REQUIRED_MAX_TOKENS["anthropic"]
 _CACHE = {"type": "ephemeral"}
 
 

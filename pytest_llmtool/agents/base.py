@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.records import Message, ModelParams, ToolSpec, Usage
 
+# `max_tokens` where a provider's API requires one and `--llm-max-tokens` sends none; where it
+# requires none, nothing caps a call's output.
+REQUIRED_MAX_TOKENS = {"anthropic": 4096}
+
 
 class ChatRequest(BaseModel):
     system: str

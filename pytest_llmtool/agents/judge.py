@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pytest_llmtool import stats
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.budget import Budget, BudgetExhausted
 from pytest_llmtool.agents.loop import metered_chat
 from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.inputs.safe_yaml import UnsafeYaml, load_yaml
@@ -568,14 +568,18 @@ async def run_judge(
     calls: list[LLMCallMetrics] = []
 
     async def ask() -> str:
-        reply, metrics = await metered_chat(
-            agent,
-            ChatRequest(system=JUDGE_SYSTEM, messages=messages, tools=[]),
-            number=len(calls) + 1,
-            cumulative_input=sum(c.input_tokens for c in calls),
-            price=price,
-            budget=budget,
-        )
+        try:
+            reply, metrics = await metered_chat(
+                agent,
+                ChatRequest(system=JUDGE_SYSTEM, messages=messages, tools=[]),
+                number=len(calls) + 1,
+                cumulative_input=sum(c.input_tokens for c in calls),
+                price=price,
+                budget=budget,
+            )
+        except BudgetExhausted as exc:
+            exc.judge_calls[:0] = calls  # paid for: the stopped item keeps them
+            raise
         calls.append(metrics)
         return reply.message.text()
 
@@ -779,11 +783,12 @@ async def run_panel(
     if samples < 1 or not judges:
         raise ValueError("a judge panel needs at least one judge and one sample")
     opinions = []
+    asked: list[LLMCallMetrics] = []  # every call so far, for an item the cost limit stops
     for judge in judges:
         verdicts = []
         for sample in range(samples):
-            verdicts.append(
-                await run_judge(
+            try:
+                verdict = await run_judge(
                     judge.agent(sample),
                     rubric,
                     task=task,
@@ -792,7 +797,11 @@ async def run_panel(
                     price=judge.price,
                     budget=budget,
                 )
-            )
+            except BudgetExhausted as exc:
+                exc.judge_calls[:0] = asked
+                raise
+            asked += verdict.calls
+            verdicts.append(verdict)
         opinions.append(Opinion(judge.model, tuple(verdicts), rubric, threshold))
     decision = majority([o.decided[1] for o in opinions])
     return PanelVerdict(tuple(opinions), decision, panel_message(opinions, decision))

@@ -8,11 +8,12 @@ reply run in order on the same sandbox, and all their results go back in one use
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 
 from pytest_llmtool.agents.base import Agent, AgentError, ChatRequest, ChatResponse
-from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.budget import Budget, BudgetExhausted
 from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
 from pytest_llmtool.records import (
@@ -65,6 +66,30 @@ def _abandoned(log: CallLog, turns: int) -> None:
         raise AgentError("the model did not answer its first call within the time limit")
 
 
+# Tokens a provider may add to a call besides what it is sent (its tool-use instructions,
+# the chat template's markers), counted once per call on top of `input_bound`'s bytes.
+CALL_OVERHEAD_TOKENS = 1_000
+
+
+def _bytes(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def input_bound(request: ChatRequest, counted: tuple[int, int] = (0, 0)) -> int:
+    """At most how many input tokens `request` costs. A byte-level tokenizer never makes more
+    tokens than its text has UTF-8 bytes, so each byte of the request as JSON counts as a
+    token (some 4 times what English text takes), plus `CALL_OVERHEAD_TOKENS`. `counted` is
+    `(tokens, messages)`: what the provider counted for the previous call, which sent the
+    system prompt, the tools and the first `messages` messages; only the rest is estimated."""
+    tokens, messages = counted
+    new = request.messages[messages:]
+    estimate = _bytes([m.model_dump(mode="json") for m in new])
+    if messages == 0:
+        tools = [t.model_dump(mode="json") for t in request.tools]
+        estimate += len(request.system.encode()) + _bytes(tools) + CALL_OVERHEAD_TOKENS
+    return tokens + estimate
+
+
 async def metered_chat(
     agent: Agent,
     request: ChatRequest,
@@ -73,15 +98,31 @@ async def metered_chat(
     cumulative_input: int = 0,
     price: Price | None = None,
     budget: Budget | None = None,
+    counted: tuple[int, int] = (0, 0),
 ) -> tuple[ChatResponse, LLMCallMetrics]:
-    """One model call, booked: refused (`BudgetExhausted`) once the run has spent its budget,
-    and its cost added to the budget the moment it returns, so that tasks running side by
-    side stop at their next call instead of running to their end. `cumulative_input` is the
-    input tokens of the calls before this one."""
+    """One model call, booked: its worst case (`Price.worst_case` of `input_bound`) is
+    reserved before it is sent, or the call is refused (`BudgetExhausted`) when that does not
+    fit in what the run has left; its cost replaces the reservation the moment it returns, so
+    that tasks running side by side stop at their next call instead of running to their end.
+    A call with no price (an offline agent's) reserves nothing. `cumulative_input` is the input
+    tokens of the calls before this one; `counted` as `input_bound` takes it."""
+    held = 0.0
     if budget is not None:
-        budget.check()
+        worst = price.worst_case(input_bound(request, counted)) if price else None
+        held = budget.reserve(worst or 0.0)
     started = time.perf_counter()
-    response = await agent.chat(request)
+    try:
+        response = await agent.chat(request)
+    except asyncio.CancelledError:
+        if budget is not None:
+            # Abandoned at the time limit: the provider may bill it all, and nobody can
+            # say what it cost, so its worst case counts as spent.
+            budget.settle(held, held)
+        raise
+    except BaseException:
+        if budget is not None:
+            budget.settle(held, 0.0)  # a failed call: nothing came back to be billed
+        raise
     usage = response.usage
     metrics = LLMCallMetrics(
         call_number=number,
@@ -97,8 +138,8 @@ async def metered_chat(
         stop_reason=response.stop_reason,
         cost_usd=price.cost(usage) if price else None,
     )
-    if budget is not None and metrics.cost_usd:
-        budget.add(metrics.cost_usd)
+    if budget is not None:
+        budget.settle(held, metrics.cost_usd or 0.0)
     return response, metrics
 
 
@@ -121,10 +162,13 @@ async def run_agent_loop(
 
     An abandoned call is the model's lost time only when the model was answering: if the
     provider was failing (retries in progress) or never answered a single call, the run says
-    nothing about the model and ends as an infrastructure error instead."""
+    nothing about the model and ends as an infrastructure error instead. A call the cost
+    limit refuses raises `BudgetExhausted` carrying the trace so far (`partial`)."""
     trace = RunTrace(messages=[Message(role="user", content=[TextBlock(text=prompt)])])
     started = time.perf_counter()
     params: ModelParams | None = None
+    counted = (0, 0)  # the last call's input tokens, and the messages it sent
+    stopped: BudgetExhausted | None = None
     try:
         for _ in range(max_turns):
             request = ChatRequest(system=system, messages=list(trace.messages), tools=tools)
@@ -142,10 +186,14 @@ async def run_agent_loop(
                 cumulative_input=trace.total_input_tokens,
                 price=price,
                 budget=budget,
+                counted=counted,
             )
             try:
                 async with asyncio.timeout(remaining):  # see call_limited: not wait_for
                     response, metrics = await pending
+            except BudgetExhausted as exc:
+                stopped = exc  # the task ends here, keeping what it did
+                break
             except TimeoutError:
                 _abandoned(log, trace.turns)
                 trace.timed_out = True
@@ -153,6 +201,7 @@ async def run_agent_loop(
             finally:
                 CALL_LOG.reset(token)
             trace.turns += 1
+            counted = (metrics.input_tokens, len(request.messages))
             trace.total_input_tokens += metrics.input_tokens
             trace.total_output_tokens += metrics.output_tokens
             trace.llm_calls.append(metrics)
@@ -183,4 +232,7 @@ async def run_agent_loop(
         trace.duration_ms = round((time.perf_counter() - started) * 1000)
     # What every call was given besides the conversation: the same each turn.
     trace.record_setup(ModelSetup(system=system, tools=tools, params=params or ModelParams()))
+    if stopped is not None:
+        stopped.partial = trace
+        raise stopped
     return trace

@@ -4,6 +4,10 @@ The table holds list prices of common models (USD per million tokens: input, out
 write, cache read); `llm_prices` in the ini file adds or overrides entries. A model id
 matches its own entry or the longest entry it starts with, so dated ids
 (`claude-haiku-4-5-20251001`) find their family's price.
+
+Under `--llm-max-cost` a model's price also carries its cap on output tokens (what
+`--llm-max-tokens` sends, or the provider's required default), so that a call's worst case
+can be reserved before it is sent (`agents/budget.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,17 @@ class Price:
     output: float
     cache_write: float
     cache_read: float
+    # The most output tokens a call may return: None when nothing caps them.
+    max_output: int | None = None
+
+    def worst_case(self, input_tokens: int) -> float | None:
+        """The most a call sent at most `input_tokens` can cost: every input token at the
+        dearest input price (written to the cache, say), every output token the cap allows.
+        None without a cap: such a call cannot be bounded."""
+        if self.max_output is None:
+            return None
+        dearest = max(self.input, self.cache_write, self.cache_read)
+        return (max(0, input_tokens) * dearest + self.max_output * self.output) / 1_000_000
 
     def cost(self, usage: Usage) -> float:
         """What `usage` costs; a negative count (a provider's, or a proxy's, nonsense) counts
@@ -76,7 +91,8 @@ def parse_prices(lines: list[str]) -> dict[str, Price]:
         # A NaN or negative price would make every cost NaN or negative: no limit would hold.
         if not all(math.isfinite(n) and n >= 0 for n in numbers_):
             raise ValueError(f"llm_prices: prices must be finite numbers >= 0, got {line!r}")
-        prices[model.strip()] = Price(*numbers_)
+        input_, output, cache_write, cache_read = numbers_
+        prices[model.strip()] = Price(input_, output, cache_write, cache_read)
     return prices
 
 

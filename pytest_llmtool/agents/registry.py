@@ -9,10 +9,17 @@ that all agent runs use.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmtool.agents.base import Agent, AgentError, ModelSpec, UnknownModel, Work
+from pytest_llmtool.agents.base import (
+    REQUIRED_MAX_TOKENS,
+    Agent,
+    AgentError,
+    ModelSpec,
+    UnknownModel,
+    Work,
+)
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.agents.ratelimit import Limiter, identity, shown_url
@@ -233,4 +240,22 @@ def build_model(
     if ref.provider == "external":
         return ExternalModel(ref.name)
     given = params or ModelParams()
-    return ProviderModel(ref, price, pool, policy, prompt_cache, record, replay, given)
+    cap = given.max_tokens or REQUIRED_MAX_TOKENS.get(ref.provider)
+    capped = replace(price, max_output=cap) if price is not None and cap else price
+    return ProviderModel(ref, capped, pool, policy, prompt_cache, record, replay, given)
+
+
+def cost_bound_problem(model: ModelSpec) -> str | None:
+    """Why `--llm-max-cost` cannot bound the calls of `model` (a limit the run could not
+    enforce), or None. Offline agents cost nothing; an external agent makes its own calls."""
+    if not isinstance(model, ProviderModel):
+        return None
+    target = f"{model.ref.provider}:{model.ref.model_id}"
+    if model.price is None:
+        return f"--llm-max-cost cannot bound {target}: no price (set llm_prices)"
+    if model.price.max_output is None:
+        return (
+            f"--llm-max-cost cannot bound {target}: nothing caps its output tokens "
+            "(set --llm-max-tokens)"
+        )
+    return None

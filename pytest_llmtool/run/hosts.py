@@ -4,9 +4,10 @@ A worker may run where the controller's files are not (`--tx ssh=…`, `socket=�
 `popen//chdir=…`), so nothing here goes through a shared directory. The controller hands each
 worker an execnet channel in its `workerinput`, and on it:
 
-- the spend (`--llm-max-cost`): a worker sends its own total after every model call; the
-  controller keeps every worker's total and sends each of the others what the rest of the run
-  has spent, so that every process refuses its next call once the run has spent the limit;
+- the spend (`--llm-max-cost`): a worker sends its own total, and the worst cases it holds
+  for its calls under way (`agents/budget.py`), whenever either changes; the controller keeps
+  every worker's and sends each of the others what the rest of the run has spent and holds,
+  so that no process starts a call the run's limit has no room for;
 - recordings (`--llm-record`), each as it is written, to the same relative path in the
   controller's record directory;
 - a refusal, from a worker whose pytest-llmtool or bashkit differs from the controller's (a
@@ -76,21 +77,27 @@ def version_mismatch(here: dict[str, str | None], controller: dict[str, str | No
 
 
 class Ledger:
-    """Each worker's total spend, as it last said: from it, what the rest of the run has spent
-    as seen by any one worker. A total only grows, so a message overtaken by a later one
-    changes nothing."""
+    """Each worker's total spend and reservations, as it last said: from them, what the rest
+    of the run has spent and holds as seen by any one worker. A total only grows, so a message
+    overtaken by a later one changes nothing; reservations come and go, and a worker's arrive
+    in order on its channel, so the last said holds."""
 
     def __init__(self) -> None:
         self._totals: dict[str, float] = {}
+        self._reserved: dict[str, float] = {}
 
-    def record(self, worker: str, total: float) -> None:
+    def record(self, worker: str, total: float, reserved: float = 0.0) -> None:
         self._totals[worker] = max(self._totals.get(worker, 0.0), total)
+        self._reserved[worker] = reserved
 
     def total(self) -> float:
         return sum(self._totals.values())
 
     def others(self, worker: str) -> float:
         return sum(spent for name, spent in self._totals.items() if name != worker)
+
+    def reserved_by_others(self, worker: str) -> float:
+        return sum(held for name, held in self._reserved.items() if name != worker)
 
 
 def inside(root: Path, relative: str) -> Path:
@@ -176,8 +183,8 @@ class HostsWorker:
         """Tell the controller this worker's spend, and hear the rest of the run's."""
         if self.channel is None or budget.limit is None:
             return
-        budget.publish = lambda own: self._send(("spent", own))
-        self.channel.setcallback(budget.hear)
+        budget.publish = lambda own, reserved: self._send(("spent", own, reserved))
+        self.channel.setcallback(lambda heard: budget.hear(*heard))
 
     def forward_recording(self, relative: str, data: bytes) -> None:
         self._send(("record", relative, data))
@@ -252,7 +259,7 @@ class HostsController:
         kind = message[0]
         if kind == "spent":
             with self._lock:
-                self.ledger.record(worker, float(message[1]))
+                self.ledger.record(worker, float(message[1]), float(message[2]))
                 total = self.ledger.total()
                 others = {w: c for w, c in self._channels.items() if w != worker}
             self.budget.hear(total)
@@ -265,19 +272,22 @@ class HostsController:
             with self._lock:
                 self._channels.pop(worker, None)
 
-    def _spent_here(self, own: float) -> None:
+    def _spent_here(self, own: float, reserved: float) -> None:
         """The controller's own spend (a resumed run's, say) counts for every worker."""
         with self._lock:
             everyone = dict(self._channels)
         self._tell(everyone)
 
     def _tell(self, channels: dict[str, execnet.Channel]) -> None:
-        """Send each worker what the rest of the run has spent (the controller's own too)."""
+        """Send each worker what the rest of the run has spent and holds (the controller's own
+        spend too). Sent under the lock, so that each worker hears them in the order they were
+        reckoned: the latest reservations are the ones that hold."""
         for worker, channel in channels.items():
             with self._lock:
                 elsewhere = self.budget.own + self.ledger.others(worker)
-            with contextlib.suppress(OSError):  # that worker is gone
-                channel.send(elsewhere)
+                held = self.ledger.reserved_by_others(worker)
+                with contextlib.suppress(OSError):  # that worker is gone
+                    channel.send((elsewhere, held))
 
     def _write_recording(self, relative: str, data: bytes) -> None:
         directory = self.config.stash[STATE_KEY].settings.record_dir

@@ -2,7 +2,9 @@
 
 The agent runs in the item's setup and the outcome is asserted in its call, so pytest's own
 vocabulary carries the meaning: a crashed sandbox, agent or provider is an ERROR
-(infrastructure, not scored), a task the agent did not accomplish is a FAILURE. Bad input
+(infrastructure, not scored), a task the agent did not accomplish is a FAILURE, a task the
+cost limit stopped (before it started, or before a model call) is SKIPPED with the reason and
+keeps its trace so far (`StoppedTask`), as it says nothing about the model. Bad input
 becomes an item that errors with `file:line: problem`, because a collection error would stop
 the whole session. What differs between kinds (loading, running, scoring, what a failure
 says) is asked of the item's `Kind`.
@@ -14,13 +16,20 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from pytest_llmtool.agents import AgentError, ModelSpec
+from pytest_llmtool.agents.budget import BudgetExhausted
 from pytest_llmtool.kinds import Kind, Problem, Variant
-from pytest_llmtool.records import ErrorRecord, ItemResult
+from pytest_llmtool.records import (
+    AgentTrace,
+    ErrorRecord,
+    ItemResult,
+    LLMCallMetrics,
+    StoppedTask,
+)
 from pytest_llmtool.run.compact import SHARING_KEY
 from pytest_llmtool.run.compat import item_tmp_path
 from pytest_llmtool.run.heap import paused
@@ -107,6 +116,8 @@ class LlmItem(pytest.Item):
         # in an order that differs between items (those started ahead, those not), cost each
         # item's attribute dict its keys shared with the others' (some 440 bytes per item).
         self.result: ItemResult | None = None
+        # Set when the cost limit stopped the item, until its setup report carries it.
+        self.stopped: StoppedTask | None = None
         self.ran_ms = 0.0
         self._started = False
         self._task: asyncio.Task[ItemResult] | None = None
@@ -149,11 +160,13 @@ class LlmItem(pytest.Item):
     def setup(self) -> None:
         self.start()
         if self._not_started:
-            pytest.skip(self._not_started)
+            self._stop(self._not_started)
         task, self._task = self._task, None
         assert task is not None
         try:
             self.result = self.config.stash[STATE_KEY].runtime.wait(task)
+        except BudgetExhausted as exc:
+            self._stop(str(exc), exc.partial, exc.judge_calls)
         except (AgentError, SandboxError) as exc:
             # `from None`: the report shows the one line, not the exception it replaces.
             message = f"infrastructure error: {type(exc).__name__}: {exc}"
@@ -161,6 +174,26 @@ class LlmItem(pytest.Item):
         properties = self.kind.properties(self.result)
         sharing = self.config.stash.get(SHARING_KEY, None)  # the reporting process only
         self.user_properties += properties if sharing is None else sharing.pairs(properties)
+
+    def _stop(
+        self,
+        reason: str,
+        trace: AgentTrace | None = None,
+        judge_calls: list[LLMCallMetrics] | None = None,
+    ) -> NoReturn:
+        """End as stopped by the cost limit: skipped, keeping what the task did."""
+        self.stopped = StoppedTask(
+            nodeid=self.nodeid,
+            kind=self.kind.name,
+            task_id=self.task_id,
+            model=self.model.name,
+            category=self.category,
+            trial=self.trial,
+            reason=reason,
+            trace=trace,
+            judge_calls=judge_calls or [],
+        )
+        pytest.skip(reason)
 
     def runtest(self) -> None:
         assert self.result is not None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
-from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.budget import Budget, BudgetExhausted
 from pytest_llmtool.agents.judge import (
     Entry,
     PanelJudge,
@@ -524,15 +524,19 @@ async def _run_and_evaluate(
                 if mcp is not None:
                     summary = mcp_judge_context(mcp.record)
                     shown = [Entry(role="harness", kind="text", content=summary), *entries]
-            verdict = await run_panel(
-                [_panel_judge(run, spec) for spec in run.judges],
-                load_rubric(scenario.rubric_path),
-                task=scenario.prompt,
-                transcript=shown,
-                threshold=judge_cfg.pass_threshold,
-                samples=run.judge_samples,
-                budget=run.budget,
-            )
+            try:
+                verdict = await run_panel(
+                    [_panel_judge(run, spec) for spec in run.judges],
+                    load_rubric(scenario.rubric_path),
+                    task=scenario.prompt,
+                    transcript=shown,
+                    threshold=judge_cfg.pass_threshold,
+                    samples=run.judge_samples,
+                    budget=run.budget,
+                )
+            except BudgetExhausted as exc:
+                exc.partial = trace  # the agent's run, kept though it was not judged
+                raise
             judge_verdict = verdict.message
     judge_response = verdict.response if verdict else None
     panel = _opinions(verdict)
