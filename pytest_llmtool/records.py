@@ -1025,11 +1025,21 @@ SCHEMA_VERSION = 1
 
 
 class ModelInfo(BaseModel):
-    """A model of the run as `--llm-model` named it, and what that resolved to."""
+    """A model of the run as `--llm-model` named it, and what that resolved to: a baseline
+    compares these to notice an alias that now means another model.
+
+    `endpoint` is the base URL calls went to, without credentials, query or fragment (None:
+    the provider's default); `params` what every call was sent (None for a model the plugin
+    does not call: the offline agents, an external agent). Never a key or a header. Reports
+    from before these were recorded have `resolved` False: endpoint and params unknown, not
+    the defaults."""
 
     name: str
     provider: str
     model_id: str
+    endpoint: str | None = None
+    params: ModelParams | None = None
+    resolved: bool = False
 
 
 class RunMetadata(BaseModel):
@@ -1135,7 +1145,10 @@ class BaselineChange(BaseModel):
     are current - baseline. `worse`/`better` list the tasks whose pass rate fell/rose (with
     one attempt each: pass -> fail and fail -> pass, McNemar's discordant pairs); `added` and
     `removed` tasks are left out of the test. `detectable_change` is the smallest change in
-    pass rate this many tasks could detect (80% power at 5%); None when no task changed."""
+    pass rate this many tasks could detect (80% power at 5%, `stats.detectable_change`); None
+    when not even 100 pp could be. `identity` and `baseline_identity` are what the model's
+    name resolved to in each run; `identity_change` says how they differ (None: the same, as
+    far as the baseline recorded); `identity_unknown` names what the baseline did not record."""
 
     model: str
     tasks: int
@@ -1154,6 +1167,10 @@ class BaselineChange(BaseModel):
     removed: list[str] = Field(default_factory=list)
     regressed: bool
     verdict: str
+    identity: ModelInfo | None = None
+    baseline_identity: ModelInfo | None = None
+    identity_change: str | None = None
+    identity_unknown: list[str] = Field(default_factory=list)
 
 
 class BaselineComparison(BaseModel):
@@ -1174,6 +1191,8 @@ class BaselineComparison(BaseModel):
     problem: str | None = None
     # `last`: the newer runs it passed over, each with why (partial, another dataset).
     passed_over: list[str] = Field(default_factory=list)
+    # --llm-allow-model-change: a model whose identity changed is compared all the same.
+    model_change_allowed: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property

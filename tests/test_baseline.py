@@ -51,9 +51,9 @@ def test_a_drop_within_noise_is_no_detectable_change() -> None:
     assert change.mcnemar_p == pytest.approx(0.0832645, abs=1e-6)
     assert change.worse == ["d.jsonl::t0[m]", "d.jsonl::t1[m]", "d.jsonl::t2[m]"]
     assert change.better == []
-    # Detectable: (1.95996 + 0.84162) · SE, SE read off the interval's width.
-    se = (interval.high - interval.low) / 2 / 2.262157
-    assert change.detectable_change == pytest.approx(2.80158 * se, abs=1e-4)
+    # Detectable: Connor's n(d, psi = max(.3, d)) = 10 solved for d: psi = d = .6158,
+    # (1.96·sqrt .6158 + .841621·sqrt(.6158 - .3792))^2 / .3792 = 10.
+    assert change.detectable_change == pytest.approx(0.6158377, abs=1e-6)
     assert (change.baseline_pass_rate, change.current_pass_rate) == (1.0, 0.7)
     assert not change.regressed
     # psi = .3, d = .3: (1.96·sqrt .3 + .841621·sqrt(.3 - .09))^2 / .09 = 23.7
@@ -129,7 +129,8 @@ def test_models_missing_from_the_baseline_are_named() -> None:
     assert [c.model for c in comparison.models] == ["m"]
     assert comparison.unmatched == ["x"]
     assert verdict(comparison) == (
-        "no detectable change: m: McNemar p = 1 with 1 shared task; no change seen"
+        "no detectable change for m on 1 shared task (McNemar p = 1; too few to detect any "
+        "change); x: not in the baseline"
     )
 
 
@@ -160,9 +161,9 @@ def test_noise_passes_the_gate_with_failing_tasks(pytester: pytest.Pytester) -> 
         [
             "*= llmtool baseline =*",
             "baseline: last (history run 1)",
-            "oracle*47*93.6%*93.6%*+0 pp [[]-*, +*[]]*1*3*3*no detectable change: McNemar p = 1*",
-            "llmtool gate: no detectable change: oracle: McNemar p = 1 with 47 shared tasks; "
-            "no change seen (exit status 0)",
+            "oracle*47*94%*94%*+0 pp [[]-*, +*[]]*1*3*3*no detectable change: McNemar p = 1*",
+            "llmtool gate held: no detectable change for oracle on 47 shared tasks "
+            "(McNemar p = 1; changes under ±16 pp cannot be seen) (exit status 0)",
             "*3 failed, 44 passed*",
         ],
         consecutive=False,
@@ -183,7 +184,10 @@ def test_a_real_drop_fails_the_gate_with_its_own_exit_status(pytester: pytest.Py
     # The reason is the last section, after pytest's short summary; then the stats line.
     tail = result.stdout.lines[-3:]
     assert tail[0].startswith("oracle worse (pass -> fail): tasks.jsonl::")
-    assert tail[1].startswith("llmtool gate: oracle: regression: -26 pp, McNemar p = 0.00053 ")
+    assert tail[1].startswith(
+        "llmtool gate failed: oracle regressed -26 pp [-40, -15] on 47 shared tasks "
+        "(McNemar p = 0.00053)"
+    )
     assert tail[1].endswith("(exit status 6)")
     assert "12 failed, 35 passed" in tail[2]
     report = read_report(pytester)
@@ -197,7 +201,7 @@ def test_a_real_drop_fails_the_gate_with_its_own_exit_status(pytester: pytest.Py
     assert change["mcnemar_p"] == pytest.approx(0.00053200, rel=1e-4)
     markdown = (pytester.path / "out" / "report.md").read_text()
     assert "## Baseline" in markdown
-    assert "**Verdict:** oracle: regression: -26 pp, McNemar p = 0.00053" in markdown
+    assert "**Verdict:** oracle regressed -26 pp \\[-40, -15\\] on 47 shared tasks" in markdown
 
 
 def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
@@ -209,7 +213,7 @@ def test_without_the_gate_the_comparison_is_shown_and_pytest_decides(
     result = _run(pytester, "--llm-baseline=1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["baseline: 1 (history run 1)", "oracle*REGRESSION: -26 pp*"])
-    result.stdout.no_fnmatch_line("llmtool gate:*")
+    result.stdout.no_fnmatch_line("llmtool gate*")
 
 
 def test_last_skips_runs_of_other_models_and_a_first_run_fails_unless_allowed(
@@ -222,7 +226,8 @@ def test_last_skips_runs_of_other_models_and_a_first_run_fails_unless_allowed(
     first.stdout.fnmatch_lines(
         [
             "--llm-baseline=last: no earlier complete run with these models and this dataset",
-            "llmtool gate: nothing compared: *--llm-allow-missing-baseline passes a first run"
+            "llmtool gate undecided: nothing compared: *--llm-allow-missing-baseline passes a "
+            "first run"
             "* (exit status 7)",
         ]
     )
@@ -266,7 +271,7 @@ def test_last_passes_over_a_partial_run_and_the_gate_fails_a_planted_regression(
         [
             "baseline: last (history run 1)",
             "passed over run 2: partial, 4 of 47 items ran (interrupted)",
-            "llmtool gate: oracle: regression: *(exit status 6)",
+            "llmtool gate failed: oracle regressed *(exit status 6)",
         ],
         consecutive=False,
     )
@@ -325,7 +330,10 @@ def test_an_unreadable_history_fails_the_gate(
     # Never "no earlier run", even where a missing baseline would pass.
     assert result.ret == EXIT_UNDECIDED
     result.stdout.fnmatch_lines(
-        [f"llmtool gate: nothing compared: the run history cannot be read: {said}(exit status 7)"]
+        [
+            "llmtool gate undecided: nothing compared: the run history cannot be read: "
+            f"{said}(exit status 7)"
+        ]
     )
 
 
@@ -339,7 +347,10 @@ def test_a_baseline_sharing_no_task_fails_the_gate(
     )
     assert result.ret == EXIT_UNDECIDED
     result.stdout.fnmatch_lines(
-        ["llmtool gate: nothing compared: no shared scored tasks with the baseline for oracle*"]
+        [
+            "llmtool gate undecided: nothing compared: no shared scored tasks with the baseline "
+            "for oracle*"
+        ]
     )
 
 
@@ -362,7 +373,10 @@ def test_errors_are_not_hidden_by_the_gate(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--llm-baseline=last", "--llm-fail-on-regression")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["llmtool gate: 1 failures or errors besides failing tasks: the gate does not hide them*"]
+        [
+            "llmtool gate failed: 1 failures or errors besides failing tasks: the gate does not "
+            "hide them*"
+        ]
     )
 
 

@@ -199,14 +199,6 @@ def test_tasks_to_detect_a_paired_change() -> None:
     assert flat is not None and stats.tasks_to_detect(flat, now, now) is None
 
 
-def test_detectable_change_is_about_2_8_standard_errors() -> None:
-    interval = stats.mean_interval([0.0, 1.0] * 50)  # sd 0.502519, SE 0.0502519
-    assert interval is not None
-    detectable = stats.detectable_change(interval)
-    assert detectable == pytest.approx(2.801585 * 0.0502519, abs=1e-6)
-    assert stats.detectable_change(stats.Interval(1.0, 1.0, 1.0, 1)) is None
-
-
 def test_geometric_mean_interval_stays_positive() -> None:
     # logs of 1, 10, 100: mean ln 10, sd ln 10 -> [10 / e^(4.302653·ln10/sqrt3), ...]
     found = stats.log_mean_interval([1.0, 10.0, 100.0])

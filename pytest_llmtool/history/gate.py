@@ -4,7 +4,11 @@ that comparison, not the failing tasks, decide the exit status.
 Failing tasks are the normal state of an eval; what should fail CI is a change beyond noise.
 With `--llm-fail-on-regression` the session exits 0 when no model regressed, even with failing
 tasks, `EXIT_REGRESSION` when one did, and `EXIT_UNDECIDED` when nothing was compared (a gate
-that saw nothing does not pass). `--llm-fail-under` adds absolute thresholds (`EXIT_BELOW`).
+that saw nothing does not pass) or a model's name now means another model (unless
+`--llm-allow-model-change`). `--llm-fail-under` adds absolute thresholds (`EXIT_BELOW`).
+The decision goes into `report.gate` as one sentence that says what was decided and with
+what power ("gate held: no detectable change for cand on 5 shared tasks (...; changes under
+±94 pp cannot be seen)"), which every headline shows.
 What the gates never hide: ERROR items, failures
 of anything that is not a scored task (a plain test, a teardown), and pytest's own statuses
 for an interrupted run, a usage or internal error, or no tests: those keep their exit status.
@@ -149,8 +153,10 @@ class RegressionGate:
         fail: bool,
         allow_missing: bool = False,
         thresholds: Sequence[Threshold] = (),
+        allow_model_change: bool = False,
     ) -> None:
         self.ref = ref
+        self.allow_model_change = allow_model_change
         self.thresholds = tuple(thresholds)
         self.threshold_lines: list[str] = []
         self.history_path = history_path
@@ -162,6 +168,8 @@ class RegressionGate:
         self.comparison: BaselineComparison | None = None
         self.reason: str | None = None
         self.status: int | None = None
+        # `report.gate`, as the last line of the terminal says it too.
+        self.said: str | None = None
         if isinstance(ref, Path):
             try:
                 text = ref.read_text(encoding="utf-8")
@@ -222,13 +230,38 @@ class RegressionGate:
             else:
                 source, run_id, base = found
                 comparison = baseline.compare(
-                    current, outcomes(base, kinds), models, str(self.ref), source, run_id, self.fail
+                    current,
+                    outcomes(base, kinds),
+                    models,
+                    str(self.ref),
+                    source,
+                    run_id,
+                    self.fail,
+                    (report.metadata.models, base.metadata.models),
                 )
             comparison.passed_over = self.passed_over
+            comparison.model_change_allowed = self.allow_model_change
             report.baseline = self.comparison = comparison
         self.status = self._status(current, models, session, exitstatus)
         report.metadata.exit_status = self.status
+        report.gate = self.said = self._sentence(exitstatus)
         return self.status
+
+    def _sentence(self, exitstatus: int) -> str | None:
+        """`report.gate`: the decision and the reason with its numbers, or that the run
+        ended before anything could be judged; None when nothing gates the exit status."""
+        if not (self.fail or self.thresholds):
+            return None
+        if self.reason is None:  # interrupted, a usage or internal error, no tests
+            return (
+                f"gate undecided: the run ended with exit status {int(exitstatus)} before "
+                "anything could be judged"
+            )
+        if self.status == pytest.ExitCode.OK:
+            return f"gate held: {self.reason}"
+        if self.status == EXIT_UNDECIDED:
+            return f"gate undecided: {self.reason}"
+        return f"gate failed: {self.reason}"
 
     def _below(self, current: Sequence[Outcome], models: Sequence[str]) -> tuple[str, int] | None:
         """The thresholds each model misses (8), or cannot be judged on (7); None if met."""
@@ -259,6 +292,10 @@ class RegressionGate:
         if not gated or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             return exitstatus
         comparison = self.comparison if self.fail else None
+        changed = None if comparison is None else baseline.changed_identity(comparison)
+        if changed is not None:  # whatever it shows, it is not this model's change
+            self.reason = f"the baseline ran another model: {changed}"
+            return EXIT_UNDECIDED
         if comparison is not None and comparison.regressed:
             self.reason = baseline.verdict(comparison)
             return EXIT_REGRESSION
@@ -292,7 +329,7 @@ class RegressionGate:
         # Around pytest's own summary, so this is the last section, after the short summary.
         yield
         comparison = self.comparison
-        if comparison is None and self.reason is None:
+        if comparison is None and self.said is None:
             return
         terminalreporter.write_sep("=", "llmtool baseline" if comparison else "llmtool gate")
         if comparison is not None:
@@ -304,8 +341,8 @@ class RegressionGate:
                 terminalreporter.write_line(note)
         for line in self.threshold_lines:
             terminalreporter.write_line(f"--llm-fail-under {line}")
-        if self.reason is not None:
-            terminalreporter.write_line(f"llmtool gate: {self.reason} (exit status {self.status})")
+        if self.said is not None:
+            terminalreporter.write_line(f"llmtool {self.said} (exit status {self.status})")
 
 
 # Where the reporting process keeps its gate (with --llm-baseline), for the controller.

@@ -356,8 +356,7 @@ def tasks_to_detect(
             n += 1
         return n
     psi = math.fsum(abs(d) for d in differences) / len(differences)
-    needed = (Z95 * math.sqrt(psi) + _Z80 * math.sqrt(max(0.0, psi - delta**2))) ** 2 / delta**2
-    return max(2, math.ceil(needed))
+    return max(2, math.ceil(_connor(delta, psi)))
 
 
 def holm(ps: Sequence[float]) -> list[float]:
@@ -372,10 +371,30 @@ def holm(ps: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def detectable_change(interval: Interval) -> float | None:
-    """The smallest change this sample could detect at 5% with 80% power: about 2.8 SE, the
-    SE read off the interval's width."""
-    if interval.n < 2 or interval.high <= interval.low:
+def _connor(delta: float, psi: float) -> float:
+    """Connor's (1987) tasks for McNemar's test to detect `delta` at 5% with 80% power, psi
+    the share of discordant tasks: (1.96 sqrt(psi) + 0.84 sqrt(psi - d^2))^2 / d^2."""
+    return (Z95 * math.sqrt(psi) + _Z80 * math.sqrt(max(0.0, psi - delta**2))) ** 2 / delta**2
+
+
+def detectable_change(
+    test: PairedTest, current: Mapping[str, float], other: Mapping[str, float]
+) -> float | None:
+    """The smallest change in pass rate the shared tasks could detect at 5% with 80% power:
+    `tasks_to_detect` solved for the difference at the tasks there are, so the two agree
+    (a change needing more tasks than there are is below this figure).
+
+    Paired t test: (t95(n - 1) + 0.84) sd / sqrt(n), sd that of the per-task differences.
+    McNemar's: the least d with Connor's n(d, psi) <= n, psi the share of discordant tasks
+    seen but at least d (a change of d flips at least that share of tasks; with no flip seen
+    this is the best case, every flip one way). None when not even a change of 100 pp could
+    be detected: fewer than 4 tasks for McNemar's, where 3 flips one way give p = 0.08."""
+    n = test.difference.n
+    differences = [current[t] - other[t] for t in current if t in other]
+    if test.method == "paired-t":
+        found = (t95(n - 1) + _Z80) * _sd(differences, math.fsum(differences) / n) / math.sqrt(n)
+        return found if found <= 1 else None
+    seen = math.fsum(abs(d) for d in differences) / n
+    if _connor(1.0, 1.0) > n:
         return None
-    se = (interval.high - interval.low) / 2 / t95(interval.n - 1)
-    return (Z95 + _Z80) * se
+    return _solve(lambda d: n - _connor(d, max(seen, d)), 1e-9, 1.0)

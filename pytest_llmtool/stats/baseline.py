@@ -2,10 +2,15 @@
 
 Pure functions over `outcomes.Outcome` rows. Per model, the tasks both runs scored are paired
 (node id without the trial suffix, within a kind), attempts averaged per task. The decision
-rule is the one every comparison uses (docs/results.md; `compare.verdict`): a model
-regressed when the paired test of (current - baseline) pass rate gives p < 0.05 and the rate
-fell; the interval shown is the one that test inverts, so it lies below 0 exactly then.
-Anything else is "no detectable change", even when the point estimate fell.
+rule is the one every comparison uses (docs/results.md; `compare.verdict_line`): the paired
+test of (current - baseline) pass rate gives p < 0.05, and the interval shown is the one that
+test inverts, so it excludes 0 exactly then: a regression when the rate fell, an improvement
+when it rose. Anything else is "no detectable change", even when the point estimate moved,
+said with the smallest change the shared tasks could have detected.
+
+Each model's identity (what its name resolved to: provider, model id, endpoint, parameters)
+is compared too: an alias that now means another model makes the comparison one between two
+models, which the notes say and the gate does not pass unless allowed.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from pytest_llmtool import stats
-from pytest_llmtool.records import BaselineChange, BaselineComparison, Interval
+from pytest_llmtool.records import BaselineChange, BaselineComparison, Interval, ModelInfo
 from pytest_llmtool.stats import intervals
 from pytest_llmtool.stats.compare import TESTS, verdict_line
 from pytest_llmtool.stats.outcomes import Outcome
@@ -46,9 +51,10 @@ def _verdict(change: BaselineChange, needed: int | None) -> tuple[bool, str]:
     if interval is None or p is None:
         return False, "no shared tasks to compare"
     test = TESTS["tango" if interval.method == "tango" else "paired-t"]
-    regressed = p < stats.ALPHA and interval.estimate < 0
-    found = "regression" if regressed else None
-    return regressed, verdict_line(found, interval, p, test, needed, "change")
+    found = None
+    if p < stats.ALPHA:  # the interval excludes 0: the rate fell or rose beyond noise
+        found = "regression" if interval.estimate < 0 else "improvement"
+    return found == "regression", verdict_line(found, interval, p, test, needed, "change")
 
 
 def compare_model(
@@ -67,7 +73,7 @@ def compare_model(
     test = stats.paired_rates(now_rate, then_rate)
     scores = stats.paired_rates(now_score, then_score)
     pass_change = None if test is None else intervals.paired(test)
-    detectable = None if test is None else stats.detectable_change(test.difference)
+    detectable = None if test is None else stats.detectable_change(test, now_rate, then_rate)
     change = BaselineChange(
         model=model,
         tasks=len(shared),
@@ -90,6 +96,59 @@ def compare_model(
     return change
 
 
+def describe(info: ModelInfo, known: bool = True) -> str:
+    """What a model's name resolved to: `openai:weak-1 @ http://host/v1 (temperature 0)`;
+    only provider and model id when the rest is not `known` (an older record)."""
+    said = f"{info.provider}:{info.model_id}"
+    if not known or not info.resolved:
+        return said
+    if info.endpoint:
+        said += f" @ {info.endpoint}"
+    params = info.params
+    sent = (
+        []
+        if params is None
+        else [
+            f"{label} {value:g}"
+            for label, value in (
+                ("temperature", params.temperature),
+                ("max tokens", params.max_tokens),
+            )
+            if value is not None
+        ]
+    )
+    return said + (f" ({', '.join(sent)})" if sent else "")
+
+
+def _identity(
+    change: BaselineChange, now: ModelInfo | None, then: ModelInfo | None
+) -> BaselineChange:
+    """`change` with both identities, how they differ, and what the baseline did not record.
+    An older baseline is compared on what it has (provider and model id): the rest is said
+    unknown, never taken for a difference."""
+    change.identity, change.baseline_identity = now, then
+    if now is None:
+        return change
+    if then is None:
+        change.identity_unknown = ["identity"]
+        return change
+    if then.resolved or not now.resolved:
+        differs = (now.provider, now.model_id, now.endpoint, now.params) != (
+            then.provider,
+            then.model_id,
+            then.endpoint,
+            then.params,
+        )
+    else:
+        differs = (now.provider, now.model_id) != (then.provider, then.model_id)
+        if now.params is not None:  # a model the plugin calls: endpoint and params matter
+            change.identity_unknown = ["endpoint", "parameters"]
+    if differs:
+        known = then.resolved
+        change.identity_change = f"{change.model} was {describe(then)}, now {describe(now, known)}"
+    return change
+
+
 def compare(
     current: Sequence[Outcome],
     baseline: Sequence[Outcome],
@@ -98,14 +157,22 @@ def compare(
     source: str,
     run_id: int | None = None,
     gate: bool = False,
+    identities: tuple[Sequence[ModelInfo], Sequence[ModelInfo]] = ((), ()),
 ) -> BaselineComparison:
-    """Each of `models` (this run's, in its order) that the baseline ran too."""
+    """Each of `models` (this run's, in its order) that the baseline ran too; `identities`
+    are both runs' `metadata.models` (this run's, the baseline's)."""
     theirs = {row.model for row in baseline}
+    now = {info.name: info for info in identities[0]}
+    then = {info.name: info for info in identities[1]}
     return BaselineComparison(
         ref=ref,
         source=source,
         run_id=run_id,
-        models=[compare_model(current, baseline, m) for m in models if m in theirs],
+        models=[
+            _identity(compare_model(current, baseline, m), now.get(m), then.get(m))
+            for m in models
+            if m in theirs
+        ],
         unmatched=[m for m in models if m not in theirs],
         gate=gate,
     )
@@ -115,20 +182,36 @@ def _signed(interval: Interval | None) -> str:
     return "-" if interval is None else intervals.show_difference(interval)
 
 
+def _named(c: BaselineChange) -> str:
+    """`cand = openai:weak-1 @ http://…`, and what it was when that changed."""
+    if c.identity is None or c.identity.provider == "offline":
+        return c.model
+    said = f"{c.model} = {describe(c.identity)}"
+    if c.identity_change is not None and c.baseline_identity is not None:
+        said += f" (was {describe(c.baseline_identity)})"
+    return said
+
+
+def _power(c: BaselineChange) -> str:
+    if c.detectable_change is None:
+        return "too few to detect any change"
+    return f"changes under ±{100 * c.detectable_change:.0f} pp cannot be seen"
+
+
 def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[str]]]:
     """One row per model: shared tasks, both pass rates, the paired changes, the flips."""
     headers = ["Model", "Tasks", "Baseline", "Now", "Pass rate change (95% CI)"]
     headers += ["Score change (95% CI)", "p", "Detectable", "Worse", "Better", "Verdict"]
     rows = [
         [
-            c.model,
+            _named(c),
             str(c.tasks),
-            f"{c.baseline_pass_rate:.1%}",
-            f"{c.current_pass_rate:.1%}",
+            intervals.percent(c.baseline_pass_rate),
+            intervals.percent(c.current_pass_rate),
             _signed(c.pass_rate_change),
             _signed(c.score_change),
             "-" if c.mcnemar_p is None else f"{c.mcnemar_p:.2g}",
-            "-" if c.detectable_change is None else f"±{100 * c.detectable_change:.0f} pp",
+            "none" if c.detectable_change is None else f"±{100 * c.detectable_change:.0f} pp",
             str(len(c.worse)),
             str(len(c.better)),
             c.verdict.replace("regression", "REGRESSION", 1),
@@ -138,8 +221,27 @@ def change_rows(comparison: BaselineComparison) -> tuple[list[str], list[list[st
     return headers, rows
 
 
+def _identity_notes(comparison: BaselineComparison, c: BaselineChange) -> list[str]:
+    lines = []
+    if c.identity_change is not None:
+        if comparison.model_change_allowed:
+            why = "compared all the same (--llm-allow-model-change)"
+        else:
+            why = "two models, not one model's change"
+            if comparison.gate:
+                why += ": the gate does not pass it (--llm-allow-model-change compares them)"
+        lines.append(f"{c.identity_change}: {why}")
+    if c.identity_unknown:
+        lines.append(
+            f"{c.model}: the baseline does not record its {' and '.join(c.identity_unknown)} "
+            "(an older report): compared provider and model id only"
+        )
+    return lines
+
+
 def notes(comparison: BaselineComparison) -> list[str]:
-    """What a reader needs beside the table: flipped, added and removed tasks, by model."""
+    """What a reader needs beside the table: changed identities, flipped, added and removed
+    tasks, by model."""
     lines = []
     if comparison.problem is not None:
         lines.append(f"--llm-baseline={comparison.ref}: {comparison.problem}")
@@ -152,6 +254,7 @@ def notes(comparison: BaselineComparison) -> list[str]:
     if comparison.source:
         lines += [f"{m}: not in the baseline, nothing to compare" for m in comparison.unmatched]
     for c in comparison.models:
+        lines += _identity_notes(comparison, c)
         if c.run_tasks is not None and c.tasks < c.run_tasks:
             lines.append(
                 f"{c.model}: compared {c.tasks} of this run's {c.run_tasks} tasks "
@@ -166,6 +269,18 @@ def notes(comparison: BaselineComparison) -> list[str]:
             if tasks:
                 lines.append(f"{c.model} {label}: {', '.join(tasks)}")
     return lines
+
+
+def changed_identity(comparison: BaselineComparison) -> str | None:
+    """Why the gate cannot pass: a model's name now means another model (unless
+    `--llm-allow-model-change`); None when every identity is the same or the change allowed.
+    What the baseline did not record is never a reason alone."""
+    if comparison.model_change_allowed:
+        return None
+    changed = [c.identity_change for c in comparison.models if c.identity_change]
+    if not changed:
+        return None
+    return "; ".join(changed) + " (--llm-allow-model-change compares them anyway)"
 
 
 def undecided(comparison: BaselineComparison, allow_missing: bool = False) -> str | None:
@@ -190,16 +305,29 @@ def undecided(comparison: BaselineComparison, allow_missing: bool = False) -> st
     return None
 
 
+def _said(c: BaselineChange) -> str:
+    """One model's outcome with the numbers that decided it, and its power when nothing was
+    detected: `cand regressed -40 pp [-70, -10] on 5 shared tasks (McNemar p = 0.03)`."""
+    interval, p = c.pass_rate_change, c.mcnemar_p
+    if interval is None or p is None:
+        return f"{c.model}: no shared tasks"
+    test = TESTS["tango" if interval.method == "tango" else "paired-t"]
+    tasks = f"{c.tasks} shared task{'' if c.tasks == 1 else 's'}"
+    decided = f"{test} p = {p:.2g}"
+    if p < stats.ALPHA:
+        moved = "regressed" if c.regressed else "improved"
+        return f"{c.model} {moved} {_signed(interval)} on {tasks} ({decided})"
+    return f"no detectable change for {c.model} on {tasks} ({decided}; {_power(c)})"
+
+
 def verdict(comparison: BaselineComparison) -> str:
-    """The gate's sentence: which models regressed and why, or that none did."""
-    regressed = [c for c in comparison.models if c.regressed]
-    if regressed:
-        return "; ".join(f"{c.model}: {c.verdict}" for c in regressed)
+    """The comparison in one sentence, regressions first: what each model did, with the
+    numbers that decided it and, where nothing was detected, the smallest change the shared
+    tasks could have shown; and any model whose identity changed."""
     if not comparison.models:
         return "nothing compared: no model of this run is in the baseline"
-    return "no detectable change: " + "; ".join(
-        f"{c.model}: {c.verdict.removeprefix('no detectable change: ')}"
-        if c.pass_rate_change
-        else f"{c.model} no shared tasks"
-        for c in comparison.models
-    )
+    ordered = sorted(comparison.models, key=lambda c: not c.regressed)
+    said = [_said(c) for c in ordered]
+    said += [f"{m}: not in the baseline" for m in comparison.unmatched]
+    said += [c.identity_change for c in comparison.models if c.identity_change]
+    return "; ".join(said)
