@@ -92,6 +92,10 @@ class ItemResult(BaseModel):
     # The judge's model calls for this item (each judge run's numbered from 1): paid for like
     # the agent's, so they count in every total and in `--llm-max-cost`.
     judge_calls: list[LLMCallMetrics] = Field(default_factory=list)
+    # How long the item's run took (its sandbox, agent and scoring, not its wait for a slot):
+    # the duration pytest reports for it, and so JUnit and pytest-html; None in a record from
+    # before it.
+    run_ms: float | None = None
 
     @property
     def passed(self) -> bool:

@@ -202,7 +202,8 @@ def test_the_viewer_shows_our_samples_their_scores_and_conversations(
     # One sample: the user's prompt, each bash call with its command and output, the reply.
     [log] = [p.name for p in (bundle / "logs").glob("*_bash_haiku.eval")]
     driver.get(f"{site}/index.html#/samples/{log}/sample/alpha/1/")
-    text = _wait_for(driver, lambda t: "Done." in t, "the sample's conversation")
+    # The header's ANSWER says "Done." before the conversation is drawn: wait for the reply.
+    text = _wait_for(driver, lambda t: "ASSISTANT" in t.splitlines(), "the sample's conversation")
     lines = text.splitlines()
     assert "Sample alpha (Epoch 1)" in lines
     assert "anthropic/claude-haiku-4-5" in lines
@@ -211,4 +212,11 @@ def test_the_viewer_shows_our_samples_their_scores_and_conversations(
     assert lines[lines.index('commands: "wc -l < /out/b.txt"') + 1] == "2"
     assert {"USER", "ASSISTANT", "CHECKS", "C"} <= set(lines)
     driver.save_screenshot(str(_artifacts() / "inspect-sample.png"))
+    assert not _elsewhere(driver, site)
+
+    # The log's sample list: its ANSWER column holds each sample's last reply.
+    driver.get(f"{site}/index.html#/logs/{log}/samples")
+    text = _wait_for(driver, lambda t: "ANSWER" in t.splitlines(), "the log's ANSWER column")
+    lines = text.splitlines()
+    assert lines.count("Done.") == 3 and "Nothing to do." in lines
     assert not _elsewhere(driver, site)

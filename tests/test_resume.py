@@ -37,7 +37,14 @@ QUICK = (
 )
 COMMON = ("-W", "ignore", "--llm-sandbox=none")
 # Fields that differ between any two runs of the same items.
-TIMING = ("duration_ms", "total_duration_ms", "avg_duration_ms", "latency_ms", "artifacts")
+TIMING = (
+    "duration_ms",
+    "total_duration_ms",
+    "avg_duration_ms",
+    "latency_ms",
+    "run_ms",
+    "artifacts",
+)
 
 
 def comparable(report: dict[str, Any]) -> dict[str, Any]:

@@ -19,12 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pytest_llmtool.agents.base import AgentError
-from pytest_llmtool.agents.ratelimit import Limiter, RateLimitWait, Ticket, retry_after
+from pytest_llmtool.agents.ratelimit import (
+    Limiter,
+    RateLimitWait,
+    Ticket,
+    retry_after,
+    shown_url,
+)
 
 T = TypeVar("T")
 
@@ -91,13 +98,23 @@ def _error_text(exc: Exception) -> str:
     return str(exc)
 
 
+def _where(exc: Exception) -> str:
+    """` at URL`: where a failed request went (the SDKs keep it on the error), without the
+    credentials or the query string a URL may carry; empty when the error has no request."""
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url is None:
+        return ""
+    parts = urllib.parse.urlsplit(str(url))
+    return f" at {shown_url(urllib.parse.urlunsplit(parts._replace(query='', fragment='')))}"
+
+
 def classify(exc: Exception, key_env: str) -> Verdict:
     """Decide whether a failed call is worth retrying, and what to tell the user."""
     import anthropic  # imported here: the SDKs are loaded only when a real model runs
     import openai
 
     if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
-        return Verdict(True, f"cannot reach the provider: {exc}")
+        return Verdict(True, f"cannot reach the provider{_where(exc)}: {exc}")
     status = getattr(exc, "status_code", None)
     if status is None:
         if isinstance(

@@ -7,17 +7,20 @@ Every tool call that exited non-zero is classified from its stderr (and exit sta
 bashkit and real bash word their errors: a **parse error** (the shell, or awk, sed, jq, a
 regex, could not read the program), a **missing command** (or a missing subcommand of a
 CLI), an **unknown option** (rejected, or "not yet implemented in bashkit"), an
-**unsupported feature** (network, pipes in awk, "not supported in virtual mode"), or
-**other** (missing files, bad input, resource limits, failures that print nothing). Calls
-of the same class and subject form one gap (`missing command: zcat`, `unknown option: zip
--q`; bashkit names an option it has not implemented by its long name, so `ls -Z` is `ls
---context`); gaps are ranked by the tasks they touch, then by failed calls, each with one
-example.
+**unsupported feature** (network, pipes in awk, "not supported in virtual mode", a Python
+module bashkit disables or leaves out), or **other** (missing files, bad input, resource
+limits, failures that print nothing). Calls of the same class and subject form one gap
+(`missing command: zcat`, `unknown option: zip -q`; bashkit names an option it has not
+implemented by its long name, so `ls -Z` is `ls --context`); gaps are ranked by the tasks
+they touch, then by failed calls, each with one example.
 
 A task that every model fails (at least two models, most attempts of each failing) while
 each model's failed attempts hit the same gap is marked a likely tool gap: seed 000's "fails
-for all models" with a cause attached. Replaying recorded runs (`gaps/replay.py`) gives each
-gap's calls then and now; `compare` reads which gaps are fixed.
+for all models" with a cause attached. A gap that is the sandbox's own refusal (bashkit
+saying a module is disabled, an option or feature not supported or not implemented, a
+command not available in the sandbox) is a tool gap whatever the models did, and is named
+so (`bashkit python3: module re disabled`). Replaying recorded runs (`gaps/replay.py`) gives
+each gap's calls then and now; `compare` reads which gaps are fixed.
 
 Pure functions over results; nothing here runs a sandbox.
 """
@@ -25,6 +28,7 @@ Pure functions over results; nothing here runs a sandbox.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -73,13 +77,16 @@ BY_PATH = "(a command run by its path)"
 class Classified:
     """Why one call failed: its class, what the gap is about, and the stderr line it was read
     from (empty when the call printed nothing). `silent` failures (no message at all: `grep`
-    finding nothing, `test` saying no) are never a likely tool gap."""
+    finding nothing, `test` saying no) are never a likely tool gap. `refusal` names what the
+    sandbox (or tool) said it leaves out on purpose (`python3: module re disabled`): a tool
+    gap whatever the models did."""
 
     gap_class: GapClass
     subject: str
     message: str
     hint: str | None = None
     silent: bool = False
+    refusal: str | None = None
 
     @property
     def key(self) -> str:
@@ -191,9 +198,31 @@ _COBRA_SHORTHAND = re.compile(r"unknown shorthand flag: '(?P<c>.)'")
 # Features a command has but this sandbox does not give (network, pipes from awk, ...).
 _UNSUPPORTED = re.compile(
     r"network access not configured|requires the '[^']+' feature|not (?:yet )?implemented|"
-    r"NotImplemented|not supported|unsupported|not available|only [\w ]{1,40} supported",
+    r"NotImplemented|not supported|unsupported|not available|only [\w ]{1,40} supported|"
+    r"\bdisabled\b",
     re.IGNORECASE,
 )
+# The sandbox's own refusals, as bashkit words them: what it leaves out on purpose and says
+# so (`python3: importing module 're' is disabled`, `env: -u option not supported`, `curl:
+# network access not configured`, `apt: command not found. Package managers are not
+# available in the sandbox.`); not "unsupported" or "not available" alone, which a task's
+# own script or data says as often.
+_REFUSAL = re.compile(
+    r"\bdisabled\b|not (?:yet )?(?:implemented|supported)|network access not configured|"
+    r"requires the '[^']+' feature",
+    re.IGNORECASE,
+)
+_DISABLED_MODULE = re.compile(
+    r"^(?P<cmd>[\w.+-]+): importing module '(?P<mod>[^']+)' is disabled", re.IGNORECASE
+)
+# bashkit's Python leaves standard modules out (subprocess, socket, threading...).
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(?P<mod>[^']+)'")
+_PYTHON = re.compile(r"(?<![\w./-])(?:\S*/)?(?P<name>python3?)(?![\w.-])")
+_LEFT_OUT = re.compile(
+    r"not available|requires the '[^']+' feature|without privilege restrictions", re.IGNORECASE
+)
+# A command that is the task's own script, not the sandbox's: its words are not a refusal.
+_SCRIPT_NAME = re.compile(r"\.(?:sh|bash|py)$")
 
 _UNBOUND = re.compile(r"^\S+: unbound variable$")
 _NOISE = re.compile(r"^(?:\+ |Usage:|usage:|Try '|For more information|\s*tip:|\s*\^?\s*$)")
@@ -311,7 +340,10 @@ def _classify_line(line: str, stderr: str, commands: str) -> Classified | None:
         cmd = found.group("cmd")
         subject = BY_PATH if "/" in cmd else cmd
         hint = (found.group("hint") or "").strip() or None
-        return Classified("missing_command", subject, message, hint=hint)
+        refusal = None
+        if hint and "/" not in cmd and _LEFT_OUT.search(hint):
+            refusal = f"{cmd}: {hint.partition('.')[0]}"
+        return Classified("missing_command", subject, message, hint=hint, refusal=refusal)
     zsh = _ZSH_NOT_FOUND.search(raw)
     if zsh and raw.startswith("zsh:"):
         cmd = zsh.group("cmd")
@@ -331,7 +363,9 @@ def _classify_line(line: str, stderr: str, commands: str) -> Classified | None:
     # "-Q: invalid option", bashkit's "not yet implemented in bashkit", CLI frameworks'.
     option = _option_subject(body, stderr, commands)
     if option:
-        return Classified("unknown_option", option, message)
+        said = _REFUSAL.search(body)
+        refusal = f"{option}: {said.group(0)}" if said else None
+        return Classified("unknown_option", option, message, refusal=refusal)
 
     # Programs another command reads: awk, sed, jq, grep's regex, bc.
     bc = _BC_PARSE.match(body)
@@ -344,10 +378,24 @@ def _classify_line(line: str, stderr: str, commands: str) -> Classified | None:
             subject = f"{command.group('cmd')}: {_parse_message(rest)}"
             return Classified("parse_error", subject, message)
 
-    # Features the sandbox leaves out.
+    # Features the sandbox leaves out: a module of Python's, or what a command says it does
+    # not do here; a refusal when the command says it in the sandbox's words.
+    module = _DISABLED_MODULE.match(body)
+    if module:
+        subject = f"{module.group('cmd')}: module {module.group('mod')} disabled"
+        return Classified("unsupported_feature", subject, message, refusal=subject)
+    module = _NO_MODULE.match(body)
+    if module and module.group("mod").partition(".")[0] in sys.stdlib_module_names:
+        python = _PYTHON.search(commands)
+        name = python.group("name") if python else "python3"
+        subject = f"{name}: module {module.group('mod')} not available"
+        return Classified("unsupported_feature", subject, message, refusal=subject)
     if _UNSUPPORTED.search(body):
         subject = body if command is None else f"{command.group('cmd')}: {command.group('rest')}"
-        return Classified("unsupported_feature", _one_line(subject, SUBJECT_CHARS), message)
+        by_command = command is not None and not _SCRIPT_NAME.search(command.group("cmd"))
+        refusal = subject if by_command and _REFUSAL.search(body) else None
+        subject = _one_line(subject, SUBJECT_CHARS)
+        return Classified("unsupported_feature", subject, message, refusal=refusal)
     return None
 
 
@@ -403,7 +451,9 @@ def classify(commands: str, stderr: str, exit_code: int, stdout: str = "") -> Cl
     kept to one line of at most `SUBJECT_CHARS`."""
     found = _classify(commands, stderr, exit_code, stdout)
     hint = None if found.hint is None else _one_line(found.hint, MESSAGE_CHARS)
-    return replace(found, subject=_one_line(found.subject, SUBJECT_CHARS), hint=hint)
+    refusal = None if found.refusal is None else _one_line(found.refusal, SUBJECT_CHARS)
+    subject = _one_line(found.subject, SUBJECT_CHARS)
+    return replace(found, subject=subject, hint=hint, refusal=refusal)
 
 
 def _classify(commands: str, stderr: str, exit_code: int, stdout: str) -> Classified:
@@ -463,7 +513,9 @@ class Gap(BaseModel):
     """Failed calls of one class and subject. `tasks` are node ids without the model part
     (the same task for every model); `models` counts calls per model; `hint` is what the
     tool said besides the error (bashkit: "Package managers are not available in the
-    sandbox."). `likely_tool_gap_tasks` are the tasks this gap is a likely tool gap of."""
+    sandbox."). `likely_tool_gap_tasks` are the tasks this gap is a likely tool gap of;
+    `tool_gap` names the sandbox's own refusal the gap is (`bashkit python3: module re
+    disabled`), a tool gap whatever the models did."""
 
     key: str
     gap_class: GapClass
@@ -474,6 +526,7 @@ class Gap(BaseModel):
     example: GapExample
     hint: str | None = None
     likely_tool_gap_tasks: list[str] = Field(default_factory=list)
+    tool_gap: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -599,6 +652,9 @@ class Attempt:
     passed: bool
     calls: Sequence[ToolCallResult]
     order: tuple[str, int] = ("", 0)
+    # Where the calls ran, named in a refusal's tool gap: bashkit for bash tasks and
+    # recorded bashkit-eval runs; None for a scenario's own tool.
+    sandbox: str | None = "bashkit"
 
 
 def _mode_suffix(result: object) -> str:
@@ -628,6 +684,7 @@ def report_attempts(report: EvalReport) -> list[Attempt]:
             r.passed,
             r.trace.tool_calls if r.trace else [],
             (r.nodeid, r.trial),
+            sandbox=None,
         )
         for r in report.scenarios
     ]
@@ -645,6 +702,11 @@ def _example(call: ToolCallResult, found: Classified, attempt: Attempt) -> GapEx
         task=attempt.task,
         model=attempt.model,
     )
+
+
+def _refused(attempt: Attempt, refusal: str) -> str:
+    """A refusal as the gap names it: by the sandbox that said it, when one did."""
+    return f"{attempt.sandbox} {refusal}" if attempt.sandbox else refusal
 
 
 def _majority_failed(attempts: Sequence[Attempt]) -> bool:
@@ -699,6 +761,7 @@ def build_gaps(
                 models=dict(sorted(per_model.items(), key=lambda kv: rank[kv[0]])),
                 example=_example(first_call, first, first_attempt),
                 hint=next((f.hint for _, _, f in members if f.hint), None),
+                tool_gap=next((_refused(a, f.refusal) for a, _, f in members if f.refusal), None),
             )
         )
     gaps.sort(key=lambda g: (-g.task_count, -g.calls, g.key))

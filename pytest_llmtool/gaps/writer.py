@@ -79,7 +79,7 @@ def markdown(report: GapReport) -> str:
                 str(g.calls),
                 str(g.task_count),
                 _models(g),
-                "yes" if g.likely_tool_gap else "",
+                _likely(g),
             ]
             for i, g in enumerate(report.gaps, 1)
         ]
@@ -104,6 +104,14 @@ def markdown(report: GapReport) -> str:
     if report.replay is not None:
         lines += replay_lines(report.replay)
     return "\n".join(lines)
+
+
+def _likely(gap: Gap) -> str:
+    """The "Likely tool gap" cell: the sandbox's refusal by name, else `yes` when every model
+    failed a task on it."""
+    if gap.tool_gap:
+        return gap.tool_gap
+    return "yes" if gap.likely_tool_gap else ""
 
 
 def _class_rows(report: GapReport) -> list[list[str]]:

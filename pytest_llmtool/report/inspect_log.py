@@ -8,8 +8,11 @@ only here, when the writer runs, and only the `inspect` extra installs it.
 What maps to what: a sample per item (id: the task id, with the kind's variant such as a
 tool mode or guidance document in brackets; epoch: the trial, from 1), the task prompt as its
 input, the checks, gates or speedup as its scores (C or I, with the failed ones as the
-explanation, and the numbers beside), the agent's calls as its model usage, and an item that
-could not be scored as a sample with an error. Every string is redacted as it is written.
+explanation, and the numbers beside; the agent's last reply as each score's answer, which the
+viewer's ANSWER column shows), each tool result as the text the model was sent, the item's
+run time (the duration pytest, and so pytest-html, reports) as the sample's time, the agent's
+calls as its model usage, and an item that could not be scored as a sample with an error.
+Every string is redacted as it is written.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.records import (
     AgentTrace,
     ErrorRecord,
@@ -147,7 +151,7 @@ def _number(value: float) -> Score:
 def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
     """Target, scores and metadata of a bash task: its checks, all and the failed ones."""
     score = result.score
-    failed = "\n".join(f"{r.check}: {r.detail}" for r in score.failed())
+    failed = "\n".join(f"{escaped(r.check)}: {r.detail}" for r in score.failed())
     explanation = failed or "every check passed"
     scores = {
         "checks": _pass(result.passed, explanation, score=score.score, max_score=score.max_score),
@@ -163,7 +167,7 @@ def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, An
     if result.generate is not None:  # the script ran once, outside the conversation
         metadata["generate"] = result.generate.model_dump(mode="json")
         metadata["script_runs"] = [c.model_dump(mode="json") for c in result.trace.tool_calls]
-    return [r.check for r in score.results], scores, metadata
+    return [escaped(r.check) for r in score.results], scores, metadata
 
 
 def _scenario(result: ScenarioResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
@@ -250,6 +254,10 @@ def _result_sample(
     if setup is not None and setup.system:
         messages.insert(0, ChatMessageSystem(content=setup.system))
     replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
+    # The viewer's ANSWER column is a score's `answer`: the agent's last reply, on every score.
+    answer = replies[-1].text if replies else ""
+    for score in scores.values():
+        score.answer = answer or None
     stop: Literal["stop", "unknown"] = "stop" if trace and trace.natural_stop else "unknown"
     limit = None
     if trace and trace.timed_out:
@@ -273,10 +281,18 @@ def _result_sample(
         metadata={"kind": kind, "nodeid": result.nodeid, **metadata},
         model_usage={model: _usage(calls)} if calls else {},
         role_usage={"judge": _usage(result.judge_calls)} if result.judge_calls else {},
-        total_time=trace.duration_ms / 1000 if trace else None,
+        total_time=_seconds(result, trace),
         turn_count=trace.turns if trace else None,
         limit=limit,
     )
+
+
+def _seconds(result: ItemResult, trace: AgentTrace | None) -> float | None:
+    """The sample's time: the item's run, as pytest (and so pytest-html and JUnit) reports
+    it; a record from before it was kept has the agent's conversation time only."""
+    if result.run_ms is not None:
+        return result.run_ms / 1000
+    return trace.duration_ms / 1000 if trace else None
 
 
 def _error_sample(error: ErrorRecord, key: str) -> EvalSample:

@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import math
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.records import ItemResult, ModelSetup
+from pytest_llmtool.records import ItemResult, ModelSetup, RunMetadata
 from pytest_llmtool.run.items import LlmItem
 from pytest_llmtool.run.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
 from pytest_llmtool.run.journal import run_identity as current_identity
@@ -42,6 +43,7 @@ from pytest_llmtool.run.roles import (
     Controller,
     item_fingerprint,
     record_fingerprint,
+    redactor,
 )
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.settings import Settings
@@ -363,6 +365,61 @@ class Resume:
             shutil.rmtree(self.share, ignore_errors=True)
 
 
+RESUME_FLAG = "--llm-resume"
+
+
+def resume_command(args: Sequence[str]) -> str:
+    """The command that resumes a run of `args`, quoted for a POSIX shell: its arguments
+    without any `--llm-resume` of their own, then a bare `--llm-resume` (last: a bare flag
+    takes the next argument, when it is not an option, as its DIR). A bare flag resumes the
+    journal the run wrote, beside `--llm-report`'s reports or in pytest's cache."""
+    kept: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == RESUME_FLAG:
+            if rest and not rest[0].startswith("-"):
+                rest.pop(0)  # its DIR, given apart: the run took it so
+            continue
+        if not arg.startswith(RESUME_FLAG + "="):
+            kept.append(arg)
+    return shlex.join(["pytest", *kept, RESUME_FLAG])
+
+
+def resume_line(metadata: RunMetadata, args: Sequence[str], journalled: bool) -> str | None:
+    """After a run that did not finish: how far it got, and the command that finishes it
+    (or why there is nothing to resume); None after a complete run."""
+    if metadata.complete is not False:
+        return None
+    said = f"{metadata.stopped}: {metadata.ran} of {metadata.collected} items ran"
+    if not journalled:
+        return (
+            f"{said}; nothing to resume: no item's result was journalled (a run journals "
+            "into --llm-report's DIR, else pytest's cache)"
+        )
+    first = "; raise --llm-max-cost first" if "--llm-max-cost" in str(metadata.stopped) else ""
+    return f"{said}; resume with: {resume_command(args)}{first}"
+
+
+class ResumeAdvice:
+    """On the reporting process: after a run that did not finish (Ctrl-C, the cost limit, a
+    stop on failures), the summary ends with the command that finishes it."""
+
+    def __init__(self, config: pytest.Config, controller: Controller) -> None:
+        self.config = config
+        self.controller = controller
+
+    @pytest.hookimpl(trylast=True)  # the summary's last line
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        report = self.controller.report
+        if report is None:
+            return
+        args = self.config.invocation_params.args
+        line = resume_line(report.metadata, args, self.controller.journal is not None)
+        if line is not None:
+            terminalreporter.write_line(redactor(self.config)(line), yellow=True)
+
+
 def install(config: pytest.Config, settings: Settings, controller: Controller | None) -> None:
     """Register the resume plugin of this process, when the run resumes; a usage error when
     its journal cannot be resumed. Called from `pytest_configure`."""
@@ -376,7 +433,10 @@ def install(config: pytest.Config, settings: Settings, controller: Controller | 
             )
             config.pluginmanager.register(worker, "llmtool-resume")
         return
-    if settings.resume is False or controller is None:
+    if controller is None:
+        return
+    config.pluginmanager.register(ResumeAdvice(config, controller), "llmtool-resume-advice")
+    if settings.resume is False:
         return
     path = source(config, settings)
     finished = read_finished(path, current_identity(settings), config.stash[KINDS_KEY])
