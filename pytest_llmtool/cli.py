@@ -27,51 +27,53 @@ from pytest_llmtool.agents.base import AgentError
 from pytest_llmtool.gaps import ReplayError
 from pytest_llmtool.report.terminal import format_table
 
-
-def _rate(rate: dict[str, Any] | None) -> str:
-    if rate is None or rate["rate"] is None:
-        return "-"
-    return f"{rate['rate']:.1%} ({rate['passed']}/{rate['scored']})"
+# The columns of a model's figures, headed as every output heads them.
+FIGURES = ["Passed", "Pass rate [95% CI]", "Errors"]
 
 
-def _interval(rate: dict[str, Any]) -> str:
-    return "-" if rate["low"] is None else f"{rate['low']:.1%} - {rate['high']:.1%}"
+def _figures(rate: dict[str, Any] | None) -> list[str]:
+    """A model's figures (`history.rate`) as cells: passed of scored items, the pass rate
+    with its interval as every output shows it (`shown`), errors."""
+    if rate is None:
+        return ["-", "-", "-"]
+    return [f"{rate['passed']}/{rate['scored']}", rate["shown"], str(rate["errors"])]
 
 
 def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """One row per run and model; a run's own columns on its first row only."""
     runs = history.runs(args.db)
-    rows = [
-        [
+    rows = []
+    for run in runs:
+        own = [
             str(run["id"]),
             run["started"],
             ", ".join(run["datasets"]) or "-",
-            ", ".join(run["models"]),
             str(run["items"]) + (" PARTIAL" if run["complete"] is False else ""),
             str(run["exit_status"]),
-            ", ".join(f"{m} {_rate(r)}" for m, r in run["pass_rate"].items()),
         ]
-        for run in runs
-    ]
-    headers = ["Run", "Started", "Datasets", "Models", "Items", "Exit", "Pass rate"]
-    return runs, format_table(headers, rows)
+        for n, model in enumerate(run["models"] or ["-"]):
+            cells = own if n == 0 else [""] * len(own)
+            figures = _figures(run["pass_rate"].get(model))
+            rows.append([*cells[:3], model, *figures, *cells[3:]])
+    headers = ["Run", "Started", "Datasets", "Model", *FIGURES, "Items", "Exit"]
+    return runs, format_table(headers, rows, left=4)
 
 
 def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
     points = history.trend(args.db, args.model, args.category, args.task, args.by)
     extra = [] if args.by == "model" else [args.by.capitalize()]
-    headers = ["Run", "Started", "Model", *extra, "Pass rate", "95% CI"]
+    headers = ["Run", "Started", "Model", *extra, *FIGURES[:2]]
     rows = [
         [
             str(p["run"]),
             p["started"],
             p["model"],
             *([p[args.by]] if extra else []),
-            _rate(p),
-            _interval(p),
+            *_figures(p)[:2],
         ]
         for p in points
     ]
-    return points, format_table(headers, rows)
+    return points, format_table(headers, rows, left=3 + len(extra))
 
 
 def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
@@ -81,11 +83,13 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
         f"run {run['id']}: {run['started']} to {run['finished']}, exit status "
         f"{run['exit_status']}, pytest-llmtool {run['plugin']}",
         "command line: " + " ".join(run["command_line"]),
-        "",
     ]
+    for name, identity in run["identities"].items():
+        unknown = "" if identity["resolved"] else " (endpoint and parameters not recorded)"
+        lines.append(f"{name} = {identity['said']}{unknown}")
+    lines += [*([run["gate"]] if run["gate"] else []), ""]
     lines += format_table(
-        ["Model", "Pass rate", "95% CI"],
-        [[m, _rate(r), _interval(r)] for m, r in run["pass_rate"].items()],
+        ["Model", *FIGURES], [[m, *_figures(r)] for m, r in run["pass_rate"].items()]
     )
     items = [
         [
@@ -198,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
     actions = hist.add_subparsers(dest="action")
     actions.add_parser("list", parents=[common], help="every run").set_defaults(handler=_list)
     trend = actions.add_parser(
-        "trend", parents=[common], help="pass rate with its 95%% Wilson interval, per run"
+        "trend", parents=[common], help="pass rate with its 95%% interval, per run"
     )
     trend.add_argument("--model", help="only this model")
     trend.add_argument("--category", help="only this category")

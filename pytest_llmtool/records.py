@@ -1207,6 +1207,9 @@ class BaselineComparison(BaseModel):
 class EvalReport(BaseModel):
     """The run record (`report.json`): every kind's results and summaries, and the errors."""
 
+    # What `report/figures.py` counted of the results along the summaries' pass, for every
+    # output of the run to read rather than decode every result again; not written.
+    _tally: Any = PrivateAttr(default=None)
     schema_version: int = SCHEMA_VERSION
     # `PARTIAL: 4 of 40 items ran (interrupted)` when not every collected item ran: first,
     # so that no reader takes the figures below for the whole dataset's.

@@ -58,6 +58,13 @@ OPTIONS = (
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
     OptionDef(
+        "llm_summary",
+        "LEVEL",
+        "short",
+        "the terminal summary: short (one screen: the headline, each model's summary, the "
+        "failed tasks; -q shortens it further) or full (every table, as -v gives)",
+    ),
+    OptionDef(
         "llm_gaps",
         "DIR",
         "",
@@ -113,6 +120,15 @@ OPTIONS = (
         type="bool",
     ),
     OptionDef(
+        "llm_allow_model_change",
+        "BOOL",
+        "false",
+        "with --llm-fail-on-regression: compare a model whose name now resolves to another "
+        "provider, model id, endpoint or parameters than in the baseline (else exit 7)",
+        switch=True,
+        type="bool",
+    ),
+    OptionDef(
         "llm_fail_under",
         "METRIC=VALUE",
         "",
@@ -140,7 +156,10 @@ OPTIONS = (
         "llm_max_cost",
         "USD",
         "",
-        "stop starting new tasks once the run has spent this much; the rest are skipped",
+        "start no model call whose worst case (its output cap at the model's price) does not "
+        "fit in what is left of this limit; a task it stops is skipped, keeping its trace; "
+        "under -n at most --llm-concurrency worst cases per worker over; a model with no "
+        "price or no output cap is a usage error",
     ),
     OptionDef("llm_record", "DIR", "", "store every model call's answer in DIR"),
     OptionDef(
@@ -599,6 +618,7 @@ class Settings:
     baseline: str | Path | None = None
     fail_on_regression: bool = False
     allow_missing_baseline: bool = False
+    allow_model_change: bool = False
     # --llm-fail-under: absolute thresholds, as written (parsed by `gate.thresholds`).
     fail_under: tuple[str, ...] = ()
     # --llm-resume: False, True (the journal this run would write) or a report directory.
@@ -611,6 +631,8 @@ class Settings:
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
     # --llm-inspect-log: where the run goes as Inspect AI logs.
     inspect_log: Path | None = None
+    # --llm-summary: the terminal summary in one screen (short) or with every table (full).
+    summary: Literal["short", "full"] = "short"
     # --llm-temperature, --llm-max-tokens: sent with every provider call.
     params: ModelParams = field(default_factory=_params_default)
 
@@ -683,6 +705,9 @@ class Settings:
         elif not replay_dir.is_dir():
             raise pytest.UsageError(f"--llm-replay: {replay_dir} is not a directory")
 
+        summary = _raw(config, "llm_summary")[0].strip().lower()
+        if summary not in ("short", "full"):
+            raise pytest.UsageError(f"--llm-summary: expected short or full, got {summary!r}")
         max_cost_text = _raw(config, "llm_max_cost")[0].strip()
         sandbox = _raw(config, "llm_sandbox")[0].strip().lower()
         if sandbox not in SANDBOX_MODES:
@@ -735,6 +760,7 @@ class Settings:
             baseline=_baseline(config),
             fail_on_regression=_flag(config, "llm_fail_on_regression"),
             allow_missing_baseline=_flag(config, "llm_allow_missing_baseline"),
+            allow_model_change=_flag(config, "llm_allow_model_change"),
             fail_under=tuple(_raw(config, "llm_fail_under")[0].split()),
             resume=_resume(config),
             gaps=_path(config, "llm_gaps"),
@@ -742,5 +768,6 @@ class Settings:
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
             inspect_log=_inspect_log(config),
+            summary="full" if summary == "full" else "short",
             params=_params(config),
         )

@@ -28,6 +28,13 @@ def _draw_once() -> None:
 _draw_once()
 
 
+@pytest.fixture(autouse=True)
+def _summary_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal summary wraps at the terminal's width: every test sees the same one
+    (the widest the summary uses), not the width of the terminal the tests run in."""
+    monkeypatch.setenv("COLUMNS", "120")
+
+
 @pytest.fixture
 def dataset(pytester: pytest.Pytester) -> Path:
     """`data.jsonl` holding `TASKS`, in the pytester directory."""

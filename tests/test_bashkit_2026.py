@@ -212,7 +212,7 @@ def gen_task(**fields: Any) -> dict[str, Any]:
 
 def test_generate_under_oracle_and_nop(pytester: pytest.Pytester) -> None:
     write_dataset(pytester, [gen_task()])
-    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-model=oracle,nop", "--llm-report=out")
     result.assert_outcomes(passed=1, failed=1)
     by_model = {r["model"]: r for r in read_report(pytester)["results"]}
     oracle, nop = by_model["oracle"]["generate"], by_model["nop"]["generate"]

@@ -3,8 +3,9 @@ and JSON.
 
 The history is two runs of `helpers.TASKS`: run 1 with oracle and nop, run 2 with nop alone.
 By hand: oracle passes alpha and beta and fails gamma (delta skipped): 2/3; nop passes delta
-only: 1/4. Wilson 95% for 2/3: centre (2/3 + 1.96^2/6) / (1 + 1.96^2/3) = 0.5640, half-width
-1.96 * sqrt(2/9/3 + 1.96^2/36) / (1 + 1.96^2/3) = 0.3560: [0.2077, 0.9385]."""
+only: 1/4. The interval is the one every output shows (`stats/intervals.py`, Wilson with
+continuity correction over tasks): 2/3 gives [0.1253, 0.9823], shown `67% [13-98%]*` (with
+an en dash)."""
 
 from __future__ import annotations
 
@@ -43,16 +44,33 @@ def test_list(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ]
     oracle = runs[0]["pass_rate"]["oracle"]
     assert (oracle["passed"], oracle["scored"]) == (2, 3)
-    assert (oracle["low"], oracle["high"]) == pytest.approx((0.2077, 0.9385), abs=1e-4)
+    assert (oracle["low"], oracle["high"]) == pytest.approx((0.1253, 0.9823), abs=1e-4)
+    assert (oracle["errors"], oracle["method"]) == (0, "wilson-cc")
+    assert oracle["shown"] == "67% [13\u201398%]*"
     assert main(["history", "list", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header = ["Run", "Started", "Datasets", "Models", "Items", "Exit", "Pass", "rate"]
-    assert lines[0].split() == header
+    header = ["Run", "Started", "Datasets", "Model", "Passed", "Pass", "rate", "[95%", "CI]"]
+    assert lines[0].split() == [*header, "Errors", "Items", "Exit"]
+    # one row per run and model, the run's own columns on its first row
     assert lines[1].split()[:1] + lines[1].split()[2:] == [
-        *["1", "data.jsonl", "oracle,", "nop", "7", "1"],
-        *["oracle", "66.7%", "(2/3),", "nop", "25.0%", "(1/4)"],
+        *["1", "data.jsonl", "oracle", "2/3", "67%", "[13\u201398%]*", "0", "7", "1"],
     ]
-    assert lines[2].split()[2:] == ["data.jsonl", "nop", "4", "1", "nop", "25.0%", "(1/4)"]
+    assert lines[2].split() == ["nop", "1/4", "25%", "[1\u201378%]*", "0"]
+    assert lines[3].split()[2:] == [
+        "data.jsonl",
+        "nop",
+        "1/4",
+        "25%",
+        "[1\u201378%]*",
+        "0",
+        "4",
+        "1",
+    ]
+    # every header over its column: names flush left, figures flush right
+    for name in ("Datasets", "Model"):
+        assert lines[1][lines[0].index(name) :].startswith(("data.jsonl", "oracle"))
+    for name in ("CI]", "Exit"):
+        assert lines[1][lines[0].index(name) + len(name) - 1] != " "
     assert [r["datasets"] for r in runs] == [["data.jsonl"], ["data.jsonl"]]
     # `history` alone lists the runs; the options may come before or after the action.
     assert main(["history", "--db", str(db)]) == 0
@@ -81,8 +99,8 @@ def test_trend_by_model_category_and_task(db: Path, capsys: pytest.CaptureFixtur
     ]
     assert main(["history", "trend", "--db", str(db), "--model", "oracle"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["Run", "Started", "Model", "Pass", "rate", "95%", "CI"]
-    assert lines[1].split()[2:] == ["oracle", "66.7%", "(2/3)", "20.8%", "-", "93.9%"]
+    assert lines[0].split() == ["Run", "Started", "Model", "Passed", "Pass", "rate", "[95%", "CI]"]
+    assert lines[1].split()[2:] == ["oracle", "2/3", "67%", "[13\u201398%]*"]
 
 
 def test_show(db: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -185,7 +185,7 @@ def test_two_models_compared_with_the_flipped_tasks_and_diagnosed(
     pytester: pytest.Pytester,
 ) -> None:
     write_dataset(pytester, [*WINS, BROKEN])
-    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-model=oracle,nop", "--llm-report=out")
     result.assert_outcomes(passed=6, failed=8)
     report = read_report(pytester)
     (c,) = _comparisons(report)
@@ -213,19 +213,25 @@ def test_two_models_compared_with_the_flipped_tasks_and_diagnosed(
     shown = ", ".join(wins[:5]) + ", and 1 more (all in report.md)"
     result.stdout.fnmatch_lines(
         [
-            "Comparisons (paired over the tasks both ran; a - b):",
-            "Kind*Compared*Tasks*Pass a/b*Pass diff (pp)*Score diff (pp)*Flips a/b*p*Verdict",
-            "bash*oracle vs nop*7*86%/0%*+86 pp [[]+20, +97[]][*]*6/0*0.014*oracle better *",
+            # The headline says the verdict with its numbers; the table, the figures.
+            "[[]bash[]] oracle vs nop: " + c["verdict"],
+            "Comparisons (paired over the tasks both ran; a - b; verdicts above):",
+            "Kind*Compared*Tasks*Pass a/b*Pass diff (pp)*Score diff (pp)*Flips a/b*p",
+            "bash*oracle vs nop*7*86%/0%*+86 pp [[]+20, +97[]][*]*6/0*0.014",
             "[*] n < 30: wide interval",
-            # The terminal names five tasks; report.md and report.json list them all.
-            "  [[]bash[]] oracle passes, nop fails: " + shown,
+            # The terminal names five tasks; report.md and report.json list them all. A line
+            # wider than the terminal (120 columns here) wraps, indented.
+            "  [[]bash[]] oracle passes, nop fails: " + ", ".join(wins[:4]) + ",",
+            "      " + shown.removeprefix(", ".join(wins[:4]) + ", "),
             "Cross-model diagnostics:",
             "  [[]bash[]] fail for every model (a gap in the tool, or a broken task?): "
             "data.jsonl::broken",
-            "  [[]bash[]] fail for nop only (model capability): " + shown,
-            "  [[]bash[]] categories below 50% for every model *: gap (oracle 0%, nop 0%)",
+            "  [[]bash[]] categories whose overall rate is below 50% for every model *",
+            "      syntax there): gap (oracle 0%, nop 0%)",
         ]
     )
+    # With two models the tasks nop alone fails are the flips above: said once.
+    result.stdout.no_fnmatch_line("*fail for nop only*")
     markdown = (pytester.path / "out" / "report.md").read_text()
     assert "## Comparisons" in markdown and "## Cross-Model Diagnostics" in markdown
     assert "- `data.jsonl::broken`" in markdown
@@ -234,7 +240,7 @@ def test_two_models_compared_with_the_flipped_tasks_and_diagnosed(
 def test_one_model_has_no_comparison_and_no_diagnostics(
     pytester: pytest.Pytester, dataset: Path
 ) -> None:
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     report = read_report(pytester)
     assert (report["comparisons"], report["diagnostics"]) == ([], {})
     result.stdout.no_fnmatch_line("Comparisons*")
@@ -278,7 +284,7 @@ def test_guidance_documents_are_compared_per_model(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     write_guidance_comparison(project)
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     result.assert_outcomes(passed=1, failed=1)
     (c,) = _comparisons(read_report(pytester))
     assert (c["kind"], c["subject"], c["model"], c["a"], c["b"]) == (
@@ -301,8 +307,9 @@ def test_guidance_documents_are_compared_per_model(
     assert c["score_difference"]["estimate"] == pytest.approx(3 / 4 - 1)
     result.stdout.fnmatch_lines(
         [
-            "scenario guidance*v1.md vs v2.md [[]oracle[]]*1*0%/100%*-100 pp [[]-100, +*"
-            "no detectable difference: McNemar p = 0.32 *",
+            "[[]scenario[]] v1.md vs v2.md [[]oracle[]]: no detectable difference: "
+            "McNemar p = 0.32 *",
+            "scenario guidance*v1.md vs v2.md [[]oracle[]]*1*0%/100%*-100 pp [[]-100, +*",
             "  [[]scenario, oracle[]] v2.md passes, v1.md fails: scenario.yaml::add_notes",
         ]
     )

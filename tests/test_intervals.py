@@ -220,7 +220,7 @@ def test_pass_at_k_intervals_over_tasks() -> None:
 
 
 def test_report_and_terminal_carry_the_intervals(pytester: pytest.Pytester, dataset: Path) -> None:
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     summary = read_report(pytester)["by_model"]["oracle"]
     # alpha, beta pass, gamma fails: Wilson-cc 2/3 (see above); the weighted rate as above.
     assert summary["pass_rate_ci"]["method"] == "wilson-cc"
@@ -231,15 +231,15 @@ def test_report_and_terminal_carry_the_intervals(pytester: pytest.Pytester, data
     assert summary["pass_rate"] == 2 / 3 and summary["overall_rate"] == 7.5 / 8.5
     result.stdout.fnmatch_lines(
         [
-            "Pass rate*67% [[]13\u201398%[]][*]",
+            "Bash pass rate*67% [[]13\u201398%[]][*]",
             "Overall rate*88% [[]5\u201396%[]]*",
             "[*] n < 30: wide interval",
-            "Healthy profile (seed 000):",
+            "Health checks (seed 000's healthy profile):",
             "  [[]oracle[]] 4/5 criteria met; not met: overall rate > 90% (88%)",
         ]
     )
     markdown = (pytester.path / "out" / "report.md").read_text()
-    assert "| Pass rate | 67% \\[13\u201398%\\]\\* |" in markdown
+    assert "| Bash pass rate | 67% \\[13\u201398%\\]\\* |" in markdown
     assert "\\* n &lt; 30: wide interval" in markdown
     assert "## Healthy Profile" in markdown
 
@@ -248,7 +248,7 @@ def test_scenario_pass_and_gate_rates_carry_intervals(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     write_guidance_comparison(project)
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     result.assert_outcomes(passed=1, failed=1)
     s = read_report(pytester)["scenario_summary"]["oracle"]
     # passes 1 of 2 items: Wilson-cc; gates 3/4 and 4/4: R = 7/8, residuals -.5, .5, SE =

@@ -457,7 +457,9 @@ def test_guidance_versions_of_an_mcp_scenario_reach_the_model(
     data["task"]["prompt"] = "Check the server."
     write_scenario(hostile, data)
     server.script("Check the server.", [Turn(tool_calls=[ToolCall("ok")]), Turn(text="ok")])
-    result = pytester.runpytest("--llm-model=anthropic:claude-sonnet-4-5", "--llm-report=out")
+    result = pytester.runpytest(
+        "--llm-summary=full", "--llm-model=anthropic:claude-sonnet-4-5", "--llm-report=out"
+    )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["Guidance comparison:"])
     systems = sorted(str(r.body["system"]) for r in server.requests if r.body.get("tools"))

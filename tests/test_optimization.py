@@ -19,7 +19,9 @@ def opt(pytester: pytest.Pytester) -> Path:
 
 def test_oracle_is_faster_and_nop_is_unchanged(pytester: pytest.Pytester, opt: Path) -> None:
     write_task(opt, task())
-    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-report=out", "-rA")
+    result = pytester.runpytest(
+        "--llm-summary=full", "--llm-model=oracle,nop", "--llm-report=out", "-rA"
+    )
     by_agent = {r["agent"]: r for r in read_report(pytester)["optimization_results"]}
     oracle, nop = by_agent["oracle:oracle"]["metrics"], by_agent["nop:nop"]["metrics"]
     assert oracle["success"] and not oracle["fallback_to_baseline"]
@@ -103,7 +105,9 @@ SUMMARY_CMD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest tests -q -p no:
 def test_summary_tests_and_two_trials(pytester: pytest.Pytester, opt: Path) -> None:
     tests = {"command": SUMMARY_CMD, "format": "summary"}
     write_task(opt, task(tests=tests))
-    result = pytester.runpytest("--llm-model=oracle,nop", "--llm-trials=2", "--llm-report=out")
+    result = pytester.runpytest(
+        "--llm-summary=full", "--llm-model=oracle,nop", "--llm-trials=2", "--llm-report=out"
+    )
     report = read_report(pytester)
     runs = report["optimization_results"]
     assert sorted((r["agent"], r["trial"]) for r in runs) == [

@@ -202,7 +202,9 @@ def test_an_agent_that_rewrites_the_benchmark_is_tampered_not_faster(
     write_project(pytester.path)
     write_task(pytester.path, task())
     agent = write_agent(pytester.path, REWRITE_BENCH)
-    result = pytester.runpytest(f"--llm-agent-cmd={agent}", "--llm-model=m", "--llm-report=out")
+    result = pytester.runpytest(
+        f"--llm-agent-cmd={agent}", "--llm-model=m", "--llm-report=out", "--llm-summary=full"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*: tampered with the harness (benches/bench_rows.py)*", "*TAMPERED*"]

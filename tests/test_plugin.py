@@ -136,11 +136,21 @@ def test_report_json_carries_the_documented_fields(
         "comparisons",
         "diagnostics",
         "baseline",
+        "gate",
+        "stopped",
         "partial",
         "setups",
     }
+    # What the name resolved to: an offline agent has no endpoint and no parameters.
     assert report["metadata"]["models"] == [
-        {"name": "oracle", "provider": "offline", "model_id": "oracle"}
+        {
+            "name": "oracle",
+            "provider": "offline",
+            "model_id": "oracle",
+            "endpoint": None,
+            "params": None,
+            "resolved": True,
+        }
     ]
     alpha = next(r for r in report["results"] if r["task_id"] == "alpha")
     assert alpha["model"] == "oracle"
@@ -326,7 +336,7 @@ def test_infrastructure_errors_are_counted_apart(pytester: pytest.Pytester, data
             vfs.VfsSandbox.run = config._llmtool_original_run
         """
     )
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     result.assert_outcomes(passed=1, failed=1, skipped=1, errors=1)
     result.stdout.fnmatch_lines(
         ["*infrastructure error: SandboxError: simulated crash*", "Errors (not scored)*1"]
@@ -610,18 +620,19 @@ def test_summary_section_only_when_there_are_llm_items(pytester: pytest.Pytester
 
 
 def test_terminal_summary_tables(pytester: pytest.Pytester, dataset: Path) -> None:
-    result = pytester.runpytest("--llm-model=oracle,nop")
+    result = pytester.runpytest("--llm-summary=full", "--llm-model=oracle,nop")
     result.stdout.fnmatch_lines(
         [
             "*= llmtool eval summary =*",
             "Metric*oracle*nop",
-            "Tasks passed*2/3*1/4",
+            "Bash tasks passed*2/3*1/4",
             "Tool calls (ok/err)*4 (4/0)*0 (0/0)",
             "",
             "Category*oracle*nop",
-            "files*100% (1/1)*0% (0/1)*",
-            "misc*-*100% (1/1)*",
-            "text*78% (1/2)*33% (0/2)*",
+            # one figure per label: the overall rate, and the tasks passed apart
+            "files*overall 100% *, passed 1/1*overall 0% *, passed 0/1",
+            "misc*-*overall 100% *, passed 1/1",
+            "text*overall 78% *, passed 1/2*overall 33% *, passed 0/2",
         ]
     )
 

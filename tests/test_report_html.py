@@ -233,7 +233,7 @@ def test_the_banner_says_a_named_model_had_nothing_scored(pytester: pytest.Pytes
     run_html(pytester, "-k", "oracle")
     top = top_markup(pytester.path / "report.html")
     banner = top[top.index('<div class="llm-banner">') : top.index('<div class="llm-triage">')]
-    assert "<td>oracle</td>" in banner and "<td>nop</td>" not in banner
+    assert "<li>oracle: 2/3 items passed" in banner and "<li>nop: no item was scored" in banner
     assert (
         '<p class="llm-uncompared">Not compared: nop (no scored result: its items were '
         "deselected, skipped or errored)</p>"
@@ -252,8 +252,9 @@ def test_banner_matrix_and_failed_rows_open(pytester: pytest.Pytester) -> None:
     page = (pytester.path / "report.html").read_text()
     top = top_markup(pytester.path / "report.html")
     banner = top[top.index('<div class="llm-banner">') : top.index('<div class="llm-triage">')]
-    assert "<td>oracle</td><td>2/3</td>" in banner and "<td>nop</td><td>1/4</td>" in banner
-    assert "Gate: below --llm-fail-under" in banner and "(exit status 8)" in banner
+    assert "<li>oracle: 2/3 items passed" in banner and "<li>nop: 1/4 items passed" in banner
+    assert '<li class="llm-decided">gate failed: below --llm-fail-under' in banner
+    assert "Exit status 8: below a --llm-fail-under threshold" in banner
     assert "PARTIAL" not in banner
     # pytest-html's "Summary" heading is hidden, its Environment box goes last (CSS order).
     assert ".summary__data > h2 { display: none; }" in page

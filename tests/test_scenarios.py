@@ -232,7 +232,7 @@ def test_guidance_versions_become_items_compared_side_by_side(
     result.stdout.fnmatch_lines(
         ["scenario.yaml::add_notes[[]oracle-v1]", "scenario.yaml::add_notes[[]oracle-v2]"]
     )
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     result.stdout.fnmatch_lines(["Guidance comparison:", "Scenario*Guidance*Error rate*"])
     outputs = {
         r["guidance"]: r["trace"]["tool_calls"][0]["stdout"]

@@ -17,10 +17,12 @@ def test_the_step_summary_is_appended_when_the_variable_is_set(
     pytester.runpytest("--llm-model=oracle,nop")
     text = summary.read_text()
     assert text.startswith("earlier step\n## pytest-llmtool\n")
-    assert "| Model | Passed | Pass rate \\[95% CI\\] | Errors |" in text
-    assert "| oracle | 2/3 | 67% \\[13–98%\\]\\* | 0 |" in text  # noqa: RUF001
-    assert "| nop | 1/4 |" in text
-    assert "| Tasks passed | 2/3 | 1/4 |" in text  # report.md's summary tables follow
+    # What was decided: the headline, then what the exit status means.
+    assert "\n- oracle: 2/3 items passed, pass rate 67% \\[13–98%\\]\\*; " in text  # noqa: RUF001
+    assert "\n- nop: 1/4 items passed, " in text
+    assert "\n**Exit status 1: 4 items failed**\n" in text
+    assert "all passed" not in text
+    assert "| Bash tasks passed | 2/3 | 1/4 |" in text  # report.md's summary tables follow
 
 
 def test_no_step_summary_without_the_variable(

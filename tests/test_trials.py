@@ -18,7 +18,7 @@ from helpers import PROMPT, TASKS, read_report, scenario, write_dataset, write_s
 
 from pytest_llmtool.records import EvalReport, RunMetadata, TaskResult, TrialSummary
 from pytest_llmtool.report.markdown import markdown_report
-from pytest_llmtool.report.terminal import terminal_lines
+from pytest_llmtool.report.terminal import Screen, terminal_lines, trial_lines
 from pytest_llmtool.stats.trials import attempt_of, trial_summaries
 
 # --------------------------------------------------------------------------- the aggregation
@@ -125,8 +125,9 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
     hostile = "d.jsonl::<img src=x onerror=alert(1)>`|[haiku]"
     outcomes = [(hostile, "haiku", True), (hostile, "haiku", False), ("ok", "haiku", True)]
     report = _report(2, {"bash": trial_summaries(outcomes, trials=2)})
-    lines = terminal_lines(report, [])
+    lines = trial_lines(report)
     assert lines[0] == "Trials (2 attempts per task):"
+    assert lines[0] in terminal_lines(report, [], Screen("full"))
     assert lines[1].split() == [
         "Kind",
         "Model",
@@ -151,7 +152,7 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
         "[1\u201398%]*",
         "100%",
         "[5\u2013100%]*",
-        "0.0%",
+        "0%",
         "1",
     ]
     assert any("count 1 of 2 tasks" in line for line in lines)
@@ -161,7 +162,7 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
     assert "## Trials" in markdown
     assert (
         "| bash | haiku | 2 | 2/3 | 75% \\[1\u201398%\\]\\* "
-        "| 100% \\[5\u2013100%\\]\\* | 0.0% | 1 |" in markdown
+        "| 100% \\[5\u2013100%\\]\\* | 0% | 1 |" in markdown
     )
     # the name appears once, in a code span (never HTML) that its backtick cannot close
     assert markdown.count("<img") == 1
@@ -170,7 +171,7 @@ def test_terminal_and_markdown_show_the_trials_and_keep_names_inert() -> None:
 
 def test_one_trial_has_no_trials_section() -> None:
     report = _report(1, {})
-    assert terminal_lines(report, []) == []
+    assert not any("Trials" in line for line in terminal_lines(report, [], Screen("full")))
     assert "## Trials" not in markdown_report(report, [])
 
 
@@ -220,7 +221,11 @@ def test_offline_agents_over_trials(
     pytester: pytest.Pytester, dataset: Path, workers: list[str]
 ) -> None:
     result = pytester.runpytest(
-        *workers, "--llm-model=oracle,nop", "--llm-trials=3", "--llm-report=out"
+        "--llm-summary=full",
+        *workers,
+        "--llm-model=oracle,nop",
+        "--llm-trials=3",
+        "--llm-report=out",
     )
     # oracle: alpha, beta pass and gamma fails, 3 times each, delta skipped; nop: delta passes.
     result.assert_outcomes(passed=9, failed=12, skipped=3)
@@ -263,7 +268,7 @@ def test_offline_agents_over_trials(
 def test_one_trial_leaves_the_trials_section_empty(
     pytester: pytest.Pytester, dataset: Path
 ) -> None:
-    result = pytester.runpytest("--llm-report=out")
+    result = pytester.runpytest("--llm-summary=full", "--llm-report=out")
     assert read_report(pytester)["trials"] == {}
     assert "Trials (" not in result.stdout.str()
 
@@ -340,7 +345,7 @@ def test_a_provider_task_whose_attempts_disagree_is_flaky(
     write_dataset(pytester, TASKS[:2])
     _script_flaky(server)
     result = pytester.runpytest(
-        *workers, f"--llm-model={model}", "--llm-trials=3", "--llm-report=out"
+        "--llm-summary=full", *workers, f"--llm-model={model}", "--llm-trials=3", "--llm-report=out"
     )
     result.assert_outcomes(passed=5, failed=1)
     report = read_report(pytester)
@@ -419,7 +424,9 @@ def test_an_errored_attempt_is_not_scored_and_its_task_leaves_the_larger_k(
     write_dataset(pytester, TASKS[1:2])
     server.script(TASKS[1]["prompt"], HELLO)
     server.fail_next(Fault.unauthorized())  # one attempt's first call: an infrastructure error
-    result = pytester.runpytest("--llm-model=haiku", "--llm-trials=2", "--llm-report=out")
+    result = pytester.runpytest(
+        "--llm-summary=full", "--llm-model=haiku", "--llm-trials=2", "--llm-report=out"
+    )
     result.assert_outcomes(passed=1, errors=1)
     summary = _trials(read_report(pytester))["bash"]["haiku"]
     assert (summary["tasks"], summary["attempts"], summary["passed"]) == (1, 1, 1)

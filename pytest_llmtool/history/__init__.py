@@ -15,16 +15,24 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_llmtool.records import SCHEMA_VERSION, EvalReport
+from pytest_llmtool.records import SCHEMA_VERSION, EvalReport, Interval
 from pytest_llmtool.report import Writer, report_json
+from pytest_llmtool.report.figures import ModelFigures, model_figures
 from pytest_llmtool.report.store import ResultStore
-from pytest_llmtool.stats import wilson
-from pytest_llmtool.stats.outcomes import Outcome, each_outcome, read_along
+from pytest_llmtool.stats import baseline, intervals
+from pytest_llmtool.stats.outcomes import (
+    Outcome,
+    each_outcome,
+    optimization_outcomes,
+    read_along,
+)
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -90,8 +98,15 @@ def _v3(db: sqlite3.Connection) -> None:
     take the BLOB for a damaged run, to refuse the database instead."""
 
 
+def _v4(db: sqlite3.Connection) -> None:
+    """Each model's headline figures (`report/figures.py`'s), counted off the run's items as
+    it is recorded, so `list` shows them without reading every report; NULL for runs
+    recorded before, which `list` works out from their items by the same method."""
+    db.execute("ALTER TABLE runs ADD COLUMN figures TEXT")  # JSON: see `_stored`
+
+
 # Step n brings a database from version n to n + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 VERSION = len(MIGRATIONS)
 
 
@@ -232,7 +247,9 @@ def append(
 ) -> int:
     """Add a run and its items; return the run's id. The items are read one at a time (the
     run's row counts them after), so a large run is never held whole beside its report;
-    `read` has the outcomes of sections read along the summaries' pass (`each_outcome`)."""
+    `read` has the outcomes of sections read along the summaries' pass (`each_outcome`).
+    Each model's figures are counted off the same items as they are written (no pass of
+    their own over a large run's results), as `model_figures` counts them."""
     meta = report.metadata
     with transaction(path) as db:
         if meta.resumed:
@@ -264,12 +281,15 @@ def append(
         assert run_id is not None
         seen: set[str] = set()
         count = 0
+        tally: dict[str, Counts] = defaultdict(dict)
 
         def rows() -> Iterator[tuple[Any, ...]]:
             nonlocal count
-            for r in each_outcome(report, kinds, read):
+            for r in chain(each_outcome(report, kinds, read), optimization_outcomes(report)):
                 seen.add(r.kind)
                 count += 1
+                counts = tally[r.model].setdefault((r.kind, r.task_id), [0, 0, 0])
+                counts[2 if r.passed is None else 0 if r.passed else 1] += 1
                 yield (
                     run_id,
                     r.kind,
@@ -292,9 +312,14 @@ def append(
         db.executemany(
             "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows()
         )
+        order = {m.name: n for n, m in enumerate(meta.models)}
+        figures = [
+            _stored(_counted(model, tally[model]))
+            for model in sorted(tally, key=lambda m: (order.get(m, len(order)), m))
+        ]
         db.execute(
-            "UPDATE runs SET kinds = ?, items = ? WHERE id = ?",
-            (json.dumps(sorted(seen)), count, run_id),
+            "UPDATE runs SET kinds = ?, items = ?, figures = ? WHERE id = ?",
+            (json.dumps(sorted(seen)), count, json.dumps(figures), run_id),
         )
     return run_id
 
@@ -418,45 +443,117 @@ class HistoryWriter(Writer):
         return ["", f"history: run {self.run_id} in {self.path}"]
 
 
-def _rate(passed: int, scored: int) -> dict[str, Any]:
-    """A pass rate with its Wilson interval, as the command shows it."""
-    interval = wilson(passed, scored)
+def _stored(figures: ModelFigures) -> dict[str, Any]:
+    """A model's figures as the run's row keeps them (`figures`, JSON)."""
+    rate = figures.rate
     return {
-        "passed": passed,
-        "scored": scored,
-        "rate": interval.estimate if interval else None,
-        "low": interval.low if interval else None,
-        "high": interval.high if interval else None,
+        "model": figures.model,
+        "passed": figures.passed,
+        "scored": figures.scored,
+        "tasks": figures.tasks,
+        "errors": figures.errors,
+        "rate": None if rate is None else rate.model_dump(mode="json"),
     }
+
+
+def _restored(path: Path, run_id: int, data: Any) -> dict[str, ModelFigures]:
+    """A run's stored figures by model; a damaged entry is a `HistoryError` naming the run."""
+    try:
+        return {
+            f["model"]: ModelFigures(
+                model=f["model"],
+                passed=int(f["passed"]),
+                scored=int(f["scored"]),
+                tasks=int(f["tasks"]),
+                rate=None if f["rate"] is None else Interval.model_validate(f["rate"]),
+                errors=int(f["errors"]),
+                failed=[],
+            )
+            for f in data
+        }
+    except (TypeError, KeyError, ValueError):
+        raise HistoryError(f"{path}: run {run_id} is damaged (its figures)") from None
+
+
+# An item's task, as `report/figures.py` tells one from another: its kind and task id.
+Counts = dict[tuple[str, str], list[int]]  # (kind, task id) -> [passed, failed, errored]
+
+
+def _counted(model: str, tasks: Counts) -> ModelFigures:
+    """`model_figures`' figures worked out from a run's items as the history keeps them (a
+    task is its kind and task id; errors apart): the run's row, and `trend`'s groups. The
+    same counts and the same interval (`intervals.pass_rate`)."""
+    attempts = {f"{k}:{t}": [True] * p + [False] * f for (k, t), (p, f, _) in tasks.items()}
+    scored = {task: a for task, a in attempts.items() if a}
+    return ModelFigures(
+        model=model,
+        passed=sum(p for p, _, _ in tasks.values()),
+        scored=sum(len(a) for a in scored.values()),
+        tasks=len(scored),
+        rate=intervals.pass_rate(scored),
+        errors=sum(e for _, _, e in tasks.values()),
+        failed=[],
+    )
+
+
+def rate(figures: ModelFigures | None) -> dict[str, Any] | None:
+    """A model's figures as the commands give them: passed of scored items, errors, the pass
+    rate with its 95% interval over tasks, and `shown`, the text every output shows."""
+    if figures is None:
+        return None
+    found = figures.rate
+    return {
+        "passed": figures.passed,
+        "scored": figures.scored,
+        "errors": figures.errors,
+        "rate": None if found is None else found.estimate,
+        "low": None if found is None else found.low,
+        "high": None if found is None else found.high,
+        "method": None if found is None else found.method,
+        "shown": figures.shown_rate,
+    }
+
+
+def _item_counts(db: sqlite3.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, Counts]]:
+    """Per run and model: each task's items passed, failed and errored."""
+    found: dict[int, dict[str, Counts]] = defaultdict(lambda: defaultdict(dict))
+    marks = ", ".join("?" * len(run_ids))
+    for run_id, model, kind, task_id, passed, failed, errored in db.execute(
+        "SELECT run_id, model, kind, task_id, SUM(outcome = 'pass'), SUM(outcome = 'fail'),"
+        f" SUM(outcome = 'error') FROM results WHERE run_id IN ({marks})"
+        " GROUP BY run_id, model, kind, task_id",
+        list(run_ids),
+    ):
+        found[run_id][model][(kind, task_id)] = [passed, failed, errored]
+    return found
 
 
 def runs(path: Path) -> list[dict[str, Any]]:
     """Every run, oldest first: when, its datasets (the files its items came from), models,
-    items, exit status, pass rate per model."""
+    items, exit status, and each model's figures (`rate`) as the run's outputs showed them."""
     with reading(path) as (db, version):
         rows = db.execute(
             "SELECT id, started, finished, exit_status, models, items,"
-            f" {_columns(version).split(',')[0]} FROM runs ORDER BY id"
-        ).fetchall()
-        counts = db.execute(
-            "SELECT run_id, model, SUM(outcome = 'pass'), SUM(outcome != 'error')"
-            " FROM results GROUP BY run_id, model"
+            f" {_columns(version).split(',')[0]}, {'figures' if version >= 4 else 'NULL'}"
+            " FROM runs ORDER BY id"
         ).fetchall()
         files = db.execute(
             "SELECT DISTINCT run_id, substr(nodeid, 1, instr(nodeid, '::') - 1) FROM results"
             " ORDER BY 1, 2"
         ).fetchall()
+        older = _item_counts(db, [row[0] for row in rows if row[7] is None])
     datasets: dict[int, list[str]] = {}
     for run_id, file in files:
         datasets.setdefault(run_id, []).append(file)
-    rates: dict[int, dict[str, dict[str, Any]]] = {}
-    for run_id, model, passed, scored in counts:
-        rates.setdefault(run_id, {})[model] = _rate(passed, scored)
     listed = []
-    for run_id, started, finished, exit_status, models, items, complete in rows:
+    for run_id, started, finished, exit_status, models, items, complete, stored in rows:
         names = _loads(path, run_id, "models", models)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise HistoryError(f"{path}: run {run_id} is damaged (its models)")
+        if stored is None:
+            figures = {m: _counted(m, tasks) for m, tasks in older.get(run_id, {}).items()}
+        else:
+            figures = _restored(path, run_id, _loads(path, run_id, "figures", stored))
         listed.append(
             {
                 "id": run_id,
@@ -468,7 +565,7 @@ def runs(path: Path) -> list[dict[str, Any]]:
                 "items": items,
                 # False: a partial run; None: recorded before runs said so.
                 "complete": None if complete is None else bool(complete),
-                "pass_rate": {m: rates.get(run_id, {}).get(m) for m in names},
+                "pass_rate": {m: rate(figures.get(m)) for m in names},
             }
         )
     return listed
@@ -484,8 +581,9 @@ def trend(
     task: str | None = None,
     by: Grouping = "model",
 ) -> list[dict[str, Any]]:
-    """Pass rate with its Wilson interval per run and model (and category or task, `by`),
-    over the items that match the filters; a task matches by its id or its node id."""
+    """Each model's figures per run (and category or task, `by`), over the scored items that
+    match the filters, worked out as `model_figures` works them out; a task matches by its
+    id or its node id."""
     where, params = ["outcome != 'error'"], []
     for clause, value in (
         ("model = ?", model),
@@ -498,26 +596,27 @@ def trend(
     column = {"model": "''", "category": "category", "task": "task"}[by]
     with reading(path) as (db, _):
         rows = db.execute(
-            f"SELECT run_id, started, model, {column}, SUM(outcome = 'pass'), COUNT(*)"
-            " FROM results JOIN runs ON runs.id = run_id"
+            f"SELECT run_id, started, model, {column}, kind, task_id, SUM(outcome = 'pass'),"
+            " SUM(outcome = 'fail') FROM results JOIN runs ON runs.id = run_id"
             f" WHERE {' AND '.join(where)}"
-            f" GROUP BY run_id, model, {column} ORDER BY run_id, model, {column}",
+            f" GROUP BY run_id, model, {column}, kind, task_id"
+            f" ORDER BY run_id, model, {column}",
             params,
         ).fetchall()
-    return [
-        {
-            "run": run_id,
-            "started": started,
-            "model": row_model,
-            **({by: group} if by != "model" else {}),
-            **_rate(passed, scored),
-        }
-        for run_id, started, row_model, group, passed, scored in rows
-    ]
+    groups: dict[tuple[int, str, str, str], Counts] = defaultdict(dict)
+    for run_id, started, row_model, group, kind, task_id, passed, failed in rows:
+        groups[(run_id, started, row_model, group)][(kind, task_id)] = [passed, failed, 0]
+    points = []
+    for (run_id, started, row_model, group), tasks in groups.items():
+        grouped: dict[str, str] = {by: group} if by != "model" else {}
+        figures = rate(_counted(row_model, tasks)) or {}
+        points.append({"run": run_id, "started": started, "model": row_model, **grouped, **figures})
+    return points
 
 
 def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
-    """One run: its record's metadata, pass rate per model and every item."""
+    """One run: its record's metadata, each model's figures (worked out from its report, as
+    its outputs were) and every item."""
     run_id, report = load_report(path, run)
     with reading(path) as (db, _):
         items = db.execute(
@@ -530,6 +629,7 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     rows = [dict(zip(names, item, strict=True)) for item in items]
     meta = report.metadata
     models = [m.name for m in meta.models]
+    figures = {f.model: f for f in model_figures(report)}
     return {
         "id": run_id,
         "partial": meta.partial_line(),
@@ -539,12 +639,11 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
         "plugin": meta.plugin,
         "command_line": meta.command_line,
         "models": models,
-        "pass_rate": {
-            m: _rate(
-                sum(r["outcome"] == "pass" for r in rows if r["model"] == m),
-                sum(r["outcome"] != "error" for r in rows if r["model"] == m),
-            )
-            for m in models
+        # What each name resolved to (`ModelInfo`), and as the baseline table says it.
+        "identities": {
+            m.name: {**m.model_dump(mode="json"), "said": baseline.describe(m)} for m in meta.models
         },
+        "gate": report.gate,
+        "pass_rate": {m: rate(figures.get(m)) for m in models},
         "items": rows,
     }

@@ -38,6 +38,18 @@ def nonprinting(text: str) -> str | None:
     return f"contains the non-printing character {char!r} ({code}) at position {index + 1}"
 
 
+def escaped(text: str) -> str:
+    """`text` on one line as it reads: each non-printing character (a line break, a tab, a
+    control or format character, an unusual space) as its Python escape (`\\n`, `\\t`,
+    `\\x1b`, `\\u200b`), so a multi-line check argument neither breaks a table nor loses its
+    line breaks to a renderer that joins lines. Text that needs no escape is returned as it
+    is (a regex's `\\d` stays); in text that does, a backslash is doubled too, so `\\n` there
+    always means a line break."""
+    if text.isprintable():
+        return text
+    return "".join("\\\\" if c == "\\" else c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def wide_encoding(head: bytes) -> tuple[str, str] | None:
     """(label, codec) when a file's first bytes show UTF-16 or UTF-32 text: by its byte-order
     mark, else by the NUL pattern ASCII text has in those encodings (as RFC 4627 detects JSON's)."""

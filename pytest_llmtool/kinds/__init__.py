@@ -155,7 +155,14 @@ class Kind(ABC, Generic[W, R]):
         `report_keys` fields, and any other names as its section of `extensions`."""
 
     def terminal_lines(self, report: EvalReport) -> list[str]:
+        """This kind's tables in the full terminal summary (`-v`, `--llm-summary=full`)."""
         return []
+
+    def screen_lines(self, report: EvalReport, width: int) -> list[str]:
+        """This kind's part of the one-screen summary (the default), no line wider than
+        `width`: a compact summary per model, as the headline already counts every item.
+        By default the full tables, so a kind that has no compact form loses nothing."""
+        return self.terminal_lines(report)
 
     def markdown_summary(self, report: EvalReport) -> list[str]:
         return []

@@ -22,7 +22,7 @@ from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.markdown import markdown_lines
 from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.report.store import ResultStore
-from pytest_llmtool.report.terminal import terminal_lines
+from pytest_llmtool.report.terminal import Screen, terminal_lines
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -51,6 +51,13 @@ class Writer:
     def terminal(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
         """Lines for the terminal summary."""
         return []
+
+    def terminal_screen(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], screen: Screen
+    ) -> list[str]:
+        """Lines for the terminal summary as `screen` asks (how much, how wide); by default
+        `terminal`'s."""
+        return self.terminal(report, kinds)
 
 
 def write_atomic(path: Path, text: str | Iterable[str]) -> None:
@@ -82,6 +89,11 @@ def _joined(lines: Iterable[str]) -> Iterator[str]:
 class TerminalWriter(Writer):
     def terminal(self, report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
         return terminal_lines(report, kinds)
+
+    def terminal_screen(
+        self, report: EvalReport, kinds: Sequence[Kind[Any, Any]], screen: Screen
+    ) -> list[str]:
+        return terminal_lines(report, kinds, screen)
 
 
 # The report's lists of results: written one result per line, from the controller's store.

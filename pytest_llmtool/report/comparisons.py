@@ -12,6 +12,12 @@ def _compared(c: Comparison) -> str:
     return f"{c.a} vs {c.b}" + (f" [{c.model}]" if c.model else "")
 
 
+def verdict_lines(report: EvalReport) -> list[str]:
+    """Each comparison's verdict with the numbers that decided it (p, shared tasks), one line
+    per pair: what the headline says of the comparisons."""
+    return [f"[{c.kind}] {_compared(c)}: {c.verdict}" for c in report.comparisons]
+
+
 def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     """One row per pair: pass rates over the shared tasks, the paired differences (a - b, in
     percentage points), the flipped tasks (a only / b only), the p of the test that decided
@@ -54,7 +60,11 @@ def multiplicity_note(report: EvalReport) -> str | None:
         return None
     adjusted = stats.holm([c.mcnemar_p for c in found])
     differ = [c for c in found if c.better is not None]
-    kept = [_compared(c) for c, p in zip(found, adjusted, strict=True) if p < stats.ALPHA]
+    kept = [
+        f"[{c.kind}] {_compared(c)}"
+        for c, p in zip(found, adjusted, strict=True)
+        if p < stats.ALPHA
+    ]
     said = f"Each verdict tests its own pair at 5%; across these {len(found)} pairs"
     if not differ:
         return f"{said} none differs, so a correction for their number changes nothing."
@@ -99,7 +109,9 @@ def flips(report: EvalReport) -> list[tuple[str, list[str]]]:
 
 
 def diagnostic_findings(report: EvalReport) -> list[tuple[str, list[str]]]:
-    """Seed 000's cross-model diagnostics that found something, each with what it names."""
+    """Seed 000's cross-model diagnostics that found something, each with what it names.
+    With two models, the tasks one of them alone fails are the comparison's flips, said
+    there already (`flips`), so they are not said again."""
     found = []
     for kind, d in report.diagnostics.items():
         if d.failed_by_all:
@@ -109,13 +121,13 @@ def diagnostic_findings(report: EvalReport) -> list[tuple[str, list[str]]]:
                     d.failed_by_all,
                 )
             )
-        for model, tasks in d.failed_by_one.items():
+        for model, tasks in d.failed_by_one.items() if len(d.models) > 2 else ():
             found.append((f"[{kind}] fail for {model} only (model capability)", tasks))
         if d.weak_categories:
             found.append(
                 (
-                    f"[{kind}] categories below 50% for every model (missing builtins or "
-                    "syntax for the domain?)",
+                    f"[{kind}] categories whose overall rate is below 50% for every model "
+                    "(seed 000 reads this as the tool missing builtins or syntax there)",
                     [
                         f"{name} ({', '.join(f'{m} {r:.0%}' for m, r in rates.items())})"
                         for name, rates in d.weak_categories.items()

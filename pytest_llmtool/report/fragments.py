@@ -13,6 +13,7 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.records import (
     AgentTrace,
     GateResult,
@@ -25,6 +26,7 @@ from pytest_llmtool.records import (
     ToolCallResult,
     ToolUseBlock,
 )
+from pytest_llmtool.report.costs import cost_cell
 
 TEXT_LIMIT = 4000  # characters of one text shown in the report
 
@@ -114,7 +116,7 @@ def _cell(value: object, marks: bool) -> str:
 
 def checks(results: Sequence[ScoreResult]) -> str:
     passed = sum(r.passed for r in results)
-    rows = [(r.passed, r.check, r.weight, r.detail) for r in results]
+    rows = [(r.passed, escaped(r.check), r.weight, r.detail) for r in results]
     body = table(["Result", "Check", "Weight", "Detail"], rows, marks=True)
     return fold(f"Checks: {passed}/{len(results)} passed", body, section="checks", is_open=True)
 
@@ -158,7 +160,7 @@ def calls(metrics: Sequence[LLMCallMetrics]) -> str:
             m.tool_calls_made,
             m.retries,
             m.stop_reason,
-            "" if m.cost_usd is None else f"${m.cost_usd:.4f}",
+            cost_cell(m.cost_usd, bool(m.input_tokens + m.output_tokens)),
         )
         for m in metrics
     ]

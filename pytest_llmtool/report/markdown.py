@@ -25,6 +25,10 @@ from pytest_llmtool.report.comparisons import (
     multiplicity_note,
     uncompared_note,
 )
+from pytest_llmtool.report.costs import cost_notes
+from pytest_llmtool.report.exit_status import exit_line
+from pytest_llmtool.report.figures import model_figures
+from pytest_llmtool.report.headline import headline_lines
 from pytest_llmtool.stats import baseline
 from pytest_llmtool.stats.intervals import SMALL_NOTE
 from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
@@ -125,7 +129,8 @@ def markdown_lines(
     path of an SVG written beside, or why there are none), then each kind's details, line by
     line: the details of a large run are written as they are made (or as `details` has them,
     by kind name, made along the summaries' pass)."""
-    yield from ["# pytest-llmtool eval report", "", *metadata_lines(report.metadata)]
+    yield from ["# pytest-llmtool eval report", "", *head_lines(report)]
+    yield from metadata_lines(report.metadata)
     yield from summary_lines(report, kinds)
     if charts_failed:
         yield from ["## Charts", "", text(charts_failed), ""]
@@ -148,6 +153,24 @@ def markdown_report(
     return "\n".join(markdown_lines(report, kinds, charts, charts_failed))
 
 
+def head_lines(report: EvalReport) -> list[str]:
+    """What was decided, before anything else: PARTIAL in bold, the headline's other lines
+    (`report/headline.py`) as a list, then the exit status with what it means
+    (`report/exit_status.py`). `report.md` and the step summary open with it."""
+    figures = model_figures(report)
+    lines = headline_lines(report, figures)
+    partial = bool(lines) and lines[0] == report.partial
+    first = [f"**{text(lines.pop(0))}**", ""] if partial else []
+    listed = [f"- {text(line)}" for line in lines]
+    return [
+        *first,
+        *listed,
+        *([""] if listed else []),
+        f"**{text(exit_line(report, figures))}**",
+        "",
+    ]
+
+
 def summary_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
     """The run-level sections (the HTML report's summary shows the same)."""
     lines: list[str] = []
@@ -162,6 +185,12 @@ def summary_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[s
         lines += [*table(["Item", "Error"], rows), ""]
     if report.budget is not None:
         lines += ["## Budget", "", text(report.budget.line()), ""]
+    if report.stopped:
+        lines += ["## Stopped by the cost limit (not scored)", ""]
+        rows = [[Code(s.nodeid), s.reason] for s in report.stopped]
+        lines += [*table(["Item", "Why"], rows), ""]
+    if notes := cost_notes(report):
+        lines += ["## Cost", "", *(f"- {text(note)}" for note in notes), ""]
     if report.baseline is not None:
         lines += _baseline_lines(report.baseline)
     return lines
@@ -228,6 +257,4 @@ def metadata_lines(meta: RunMetadata) -> list[str]:
     ]
     if meta.wall_s is not None:
         rows.append(("Wall time", f"{meta.wall_s:.1f} s (this session)"))
-    partial = meta.partial_line()
-    first = [f"**{text(partial)}**", ""] if partial else []
-    return [*first, *(f"- **{name}**: {text(value)}" for name, value in rows)]
+    return [f"- **{name}**: {text(value)}" for name, value in rows]

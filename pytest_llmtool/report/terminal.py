@@ -1,9 +1,16 @@
-"""The run summary printed at the end of a pytest session: each kind's tables, then errors."""
+"""The run summary printed at the end of a pytest session, sized to one screen: the headline
+(`report/headline.py`), then each kind's compact summary, the failed tasks and the errors
+(`short`, the default); the headline and the failures only (`quiet`, `-q`); or every kind's
+tables, the comparisons and the trials besides (`full`, `-v` or `--llm-summary=full`).
+No line is wider than the terminal: a table drops its last columns, then a line wraps."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.comparisons import (
@@ -14,6 +21,8 @@ from pytest_llmtool.report.comparisons import (
     multiplicity_note,
     uncompared_note,
 )
+from pytest_llmtool.report.figures import ModelFigures, model_figures
+from pytest_llmtool.report.headline import NO_MODEL, headline_lines
 from pytest_llmtool.stats.intervals import SMALL_NOTE
 from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
 
@@ -21,35 +30,134 @@ if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
 
 
-def format_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+Detail = Literal["quiet", "short", "full"]
+
+# The widest summary printed, whatever the terminal (a wider line is hard to read), and the
+# narrowest width tables are laid out for (a narrower terminal wraps them).
+WIDEST = 120
+NARROWEST = 40
+
+MORE = "Every table: -v or --llm-summary=full (all of them are in report.md)."
+
+# The width of the terminal summary being made (`terminal_lines`), so that a kind's tables,
+# made by `Kind.terminal_lines` (which is given no width), fit it too.
+_TABLE_WIDTH: ContextVar[int | None] = ContextVar("table_width", default=None)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """How much of the summary to print (`detail`) and how wide (`width`)."""
+
+    detail: Detail = "short"
+    width: int = WIDEST
+
+    @classmethod
+    def of(cls, summary: str, verbosity: int, columns: int) -> Screen:
+        """From `--llm-summary`, pytest's verbosity (`-v` above 0, `-q` below) and the
+        terminal's columns: `full` when either asks for it, `quiet` with `-q`."""
+        full = summary == "full" or verbosity > 0
+        detail: Detail = "full" if full else "quiet" if verbosity < 0 else "short"
+        return cls(detail, max(NARROWEST, min(columns, WIDEST)))
+
+
+def format_table(
+    headers: list[str], rows: list[list[str]], left: int = 1, width: int | None = None
+) -> list[str]:
+    """Each column as wide as its widest cell, header included: the first `left` columns
+    (names) flush left, the rest (figures) flush right. With `width` (or while the terminal
+    summary is made, its width), the last columns (the least important: callers order them
+    so) are left out until a line fits, down to two, and a line under the table names them."""
+    width = _TABLE_WIDTH.get() if width is None else width
+    left_out: list[str] = []
+    while width is not None and len(headers) > 2 and _table_width(headers, rows) > width:
+        left_out.insert(0, headers[-1])
+        headers, rows = headers[:-1], [r[:-1] for r in rows]
+    widths = _widths(headers, rows)
 
     def line(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest]).rstrip()
+        names = (cell.ljust(width) for cell, width in zip(cells[:left], widths, strict=False))
+        rest = (cell.rjust(width) for cell, width in zip(cells[left:], widths[left:], strict=True))
+        return "  ".join([*names, *rest]).rstrip()
 
-    return [line(headers), *(line(r) for r in rows)]
+    lines = [line(headers), *(line(r) for r in rows)]
+    if left_out:
+        lines.append(f"  (left out at this width: {', '.join(left_out)}; all in report.md)")
+    return lines
 
 
-def terminal_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[str]:
-    lines: list[str] = [report.partial, ""] if report.partial else []
-    for kind in kinds:
-        section = kind.terminal_lines(report)
-        if section:
-            lines += [*([""] if lines else []), *section]
-    compared = comparison_lines(report)
-    if compared:
-        lines += [*([""] if lines else []), *compared]
-    if report.trials:
-        lines += [*([""] if lines else []), *trial_lines(report)]
+def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
+    return [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+
+def _table_width(headers: list[str], rows: list[list[str]]) -> int:
+    widths = _widths(headers, rows)
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def fit(lines: list[str], width: int) -> list[str]:
+    """Each line at most `width` wide: a longer one wraps, its continuation indented."""
+    fitted = []
+    for line in (part for given in lines for part in (given.splitlines() or [""])):
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        fitted += textwrap.wrap(
+            line.lstrip(" "),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+        )
+    return fitted
+
+
+def terminal_lines(
+    report: EvalReport, kinds: Sequence[Kind[Any, Any]], screen: Screen | None = None
+) -> list[str]:
+    """The summary `screen` asks for (one screen by default), every line within its width."""
+    screen = screen or Screen()
+    figures = model_figures(report)
+    lines = headline_lines(report, figures)
+    sized = _TABLE_WIDTH.set(screen.width)
+    try:
+        sections = _sections(report, kinds, screen)
+    finally:
+        _TABLE_WIDTH.reset(sized)
+    sections += [failed_lines(figures)]
+    for section in sections:
+        lines += ["", *section] if section else []
     if report.errors:
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
     if report.budget is not None:
         lines += ["", report.budget.line()]
-    if report.metadata.wall_s is not None:
+    if report.metadata.wall_s is not None and screen.detail != "quiet":
         lines += ["", f"Wall time {_seconds(report.metadata.wall_s)} (this session)"]
-    return lines
+    if screen.detail == "short":
+        lines += [MORE]
+    return fit(lines, screen.width)
+
+
+def _sections(
+    report: EvalReport, kinds: Sequence[Kind[Any, Any]], screen: Screen
+) -> list[list[str]]:
+    if screen.detail == "full":
+        sections = [kind.terminal_lines(report) for kind in kinds]
+        sections += [comparison_lines(report)]
+        return sections + ([trial_lines(report)] if report.trials else [])
+    if screen.detail == "short":
+        sections = [kind.screen_lines(report, screen.width) for kind in kinds]
+        notes = [multiplicity_note(report), uncompared_note(report)]
+        return [*sections, [note for note in notes if note]]
+    return []
+
+
+def failed_lines(figures: list[ModelFigures]) -> list[str]:
+    """Per model, the tasks that failed: a few by name, the rest counted."""
+    failing = [f for f in figures if f.failed]
+    if not failing:
+        return []
+    return ["Failed tasks:", *(f"  {f.model or NO_MODEL}: {_few(f.failed)}" for f in failing)]
 
 
 def _seconds(seconds: float) -> str:
@@ -57,11 +165,13 @@ def _seconds(seconds: float) -> str:
 
 
 def comparison_lines(report: EvalReport) -> list[str]:
-    """Models and guidance documents side by side, the flipped tasks, then the diagnostics."""
+    """Models and guidance documents side by side, the flipped tasks, then the diagnostics.
+    The table leaves out the verdicts: the headline above says each, with its numbers."""
     lines = []
     if report.comparisons:
-        lines += ["Comparisons (paired over the tasks both ran; a - b):"]
-        lines += format_table(*comparison_rows(report))
+        lines += ["Comparisons (paired over the tasks both ran; a - b; verdicts above):"]
+        headers, rows = comparison_rows(report)
+        lines += format_table(headers[:-1], [row[:-1] for row in rows])
         lines += [SMALL_NOTE] if comparisons_small(report) else []
         lines += [note] if (note := multiplicity_note(report)) else []
         lines += [f"  {said}: {_few(tasks)}" for said, tasks in flips(report)]

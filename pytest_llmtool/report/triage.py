@@ -1,10 +1,10 @@
 """The top of the HTML report: how the run went, and every task against every model.
 
-`banner` says per model how many items passed of those scored, with the 95% interval over
-tasks, the gate's verdict, and PARTIAL first when not every item ran. `matrix` has a row per
-task (its node id without the model's bracket) and a column per model, or model and variant
-(a guidance document, a tool mode); each cell links to the item's row in the results table,
-and rows where the columns disagree come first.
+`banner` says what was decided: the headline every output opens with (`report/headline.py`)
+and what the exit status means. `matrix` has a row per task, or task and variant (a guidance
+document, a tool mode: its node id without the model in its bracket), and a column per
+model; each cell links to the item's row in the results table, and rows where the models
+disagree come first.
 
 The filter above the matrix is CSS only (radio buttons read by `:has()` rules): the page runs
 no script but pytest-html's own. It narrows the matrix by category, by what each column did
@@ -24,9 +24,11 @@ from urllib.parse import quote
 
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.comparisons import uncompared_note
+from pytest_llmtool.report.exit_status import exit_line
+from pytest_llmtool.report.figures import model_figures
 from pytest_llmtool.report.fragments import esc
-from pytest_llmtool.report.step_summary import model_verdicts
-from pytest_llmtool.stats.outcomes import Outcome, outcomes, task_of
+from pytest_llmtool.report.headline import headline_lines
+from pytest_llmtool.stats.outcomes import Outcome, optimization_outcomes, outcomes, task_of
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -41,26 +43,22 @@ NO_MODEL = "(no model)"  # an input error (a bad task line) belongs to no model
 NO_CATEGORY = "(none)"
 
 
-def banner(report: EvalReport, gate_line: str | None) -> str:
-    """Per model: passed of scored, the pass rate with its interval, errors, and the named
-    models with nothing scored; then the gate's verdict (or the exit status), with PARTIAL
-    said first."""
+def banner(report: EvalReport) -> str:
+    """What was decided, first: the headline (`report/headline.py`: PARTIAL in red, each
+    model's figures and cost, the comparisons' verdicts with p and shared tasks, the gate's
+    sentence), the named models with nothing scored, then the exit status with what it means."""
+    figures = model_figures(report)
+    lines = headline_lines(report, figures)
     parts = ['<div class="llm-banner">']
-    if report.partial:
-        parts.append(f'<p class="llm-partial">{esc(report.partial)}</p>')
-    rows = "".join(
-        f"<tr><td>{esc(model or NO_MODEL)}</td><td>{esc(passed)}</td><td>{esc(rate)}</td>"
-        f"<td>{errors}</td></tr>"
-        for model, passed, rate, errors in model_verdicts(report)
-    )
-    head = "<tr><th>Model</th><th>Passed</th><th>Pass rate [95% CI]</th><th>Errors</th></tr>"
-    parts.append(f'<table class="llm-verdicts"><thead>{head}</thead><tbody>{rows}</tbody></table>')
-    if note := uncompared_note(report):  # a named model the table would otherwise just omit
+    if lines and lines[0] == report.partial:
+        parts.append(f'<p class="llm-partial">{esc(lines.pop(0))}</p>')
+    decided = ' class="llm-decided"'  # the gate's sentence
+    said = "".join(f"<li{decided * (line == report.gate)}>{esc(line)}</li>" for line in lines)
+    parts.append(f'<ul class="llm-headline">{said}</ul>')
+    if note := uncompared_note(report):  # a named model the headline would otherwise just omit
         parts.append(f'<p class="llm-uncompared">{esc(note)}</p>')
-    status = report.metadata.exit_status
-    said = gate_line or f"Exit status {status}" + (" (all passed)" if status == 0 else "")
-    verdict = "llm-pass" if status == 0 else "llm-fail"
-    parts.append(f'<p class="llm-gate {verdict}">{esc(said)}</p></div>')
+    verdict = "llm-pass" if report.metadata.exit_status == 0 else "llm-fail"
+    parts.append(f'<p class="llm-gate {verdict}">{esc(exit_line(report, figures))}</p></div>')
     return "".join(parts)
 
 
@@ -74,28 +72,18 @@ class Row:
 
 
 def _split(outcome: Outcome) -> tuple[str, str]:
-    """(task, column): the node id without the trial suffix, cut at its last bracket."""
+    """(row, column): the node id without the trial suffix, cut at its last bracket; the
+    column is the bracket's model, and the rest of the bracket (a guidance document, a tool
+    mode: `haiku-v1`) stays in the row's name (`task[v1]`). A column per model and variant
+    would leave most cells of a run with a few variants empty."""
     task = task_of(outcome.nodeid, outcome.trial)
     at = task.rfind("[")
     if at < 0 or not task.endswith("]"):
         return task, outcome.model or NO_MODEL
-    return task[:at], task[at + 1 : -1]
-
-
-def _optimization(report: EvalReport) -> list[Outcome]:
-    return [
-        Outcome(
-            kind="optimization",
-            nodeid=r.nodeid,
-            task=task_of(r.nodeid, r.trial),
-            task_id=r.task_id,
-            model=r.model,
-            trial=r.trial,
-            category=r.category,
-            passed=r.passed,
-        )
-        for r in report.optimization_results
-    ]
+    bracket, model = task[at + 1 : -1], outcome.model
+    if model and bracket.startswith(f"{model}-"):
+        return f"{task[:at]}[{bracket[len(model) + 1 :]}]", model
+    return task[:at], bracket
 
 
 def rows_and_columns(
@@ -105,7 +93,7 @@ def rows_and_columns(
     task within each) and its columns in the order first seen."""
     rows: dict[str, Row] = {}
     columns: dict[str, None] = {}
-    for outcome in [*outcomes(report, kinds), *_optimization(report)]:
+    for outcome in [*outcomes(report, kinds), *optimization_outcomes(report)]:
         task, column = _split(outcome)
         row = rows.setdefault(task, Row(task, outcome.category or NO_CATEGORY))
         row.cells.setdefault(column, []).append(outcome)
@@ -221,7 +209,8 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
         '<p class="llm-matrix-count"></p></div>'
     )
     said = (
-        f"<h2>Tasks by model</h2><p>{len(rows)} tasks, {len(columns)} columns; "
+        f"<h2>Tasks by model</h2><p>{len(rows)} {'row' if len(rows) == 1 else 'rows'}, "
+        f"{len(columns)} {'column' if len(columns) == 1 else 'columns'}; "
         f"{split} where they disagree, listed first. A cell opens its row below.</p>"
     )
     return (

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_llmtool.agents.budget import Budget
+from pytest_llmtool.agents.registry import cost_bound_problem, resolve
 from pytest_llmtool.history import HistoryWriter
 from pytest_llmtool.history.gate import GATE_KEY, RegressionGate, Threshold
 from pytest_llmtool.kinds import Recognition
@@ -81,7 +82,11 @@ def activate(config: pytest.Config) -> None:
         worker.refuse(str(exc))
     budget = Budget(settings.max_cost)
     forward = worker.forward_recording if worker and not worker.shares_files else None
-    config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
+    state = config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
+    if settings.max_cost is not None:  # a limit the run could not enforce fails it at once
+        judges = [state.build(resolve(name, settings.aliases)) for name in settings.judge_models]
+        for problem in filter(None, map(cost_bound_problem, [*state.models, *judges])):
+            raise pytest.UsageError(problem)
     config.stash[KINDS_KEY] = [
         k for ks in config.hook.pytest_llmtool_kinds(config=config) for k in ks
     ]
@@ -134,6 +139,7 @@ def activate(config: pytest.Config) -> None:
                 settings.fail_on_regression,
                 settings.allow_missing_baseline,
                 [Threshold.parse(text) for text in settings.fail_under],
+                settings.allow_model_change,
             )
             config.pluginmanager.register(gate, "llmtool-gate")
             config.stash[GATE_KEY] = gate

@@ -14,20 +14,22 @@ renderer with raw HTML off, so the escaping `report.md` does is the escaping her
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from markdown_it import MarkdownIt
 
-from pytest_llmtool.history.gate import GATE_KEY
-from pytest_llmtool.records import AgentTrace
+from pytest_llmtool.records import AgentTrace, RunMetadata
 from pytest_llmtool.report import charts as charting
 from pytest_llmtool.report import fragments, triage
+from pytest_llmtool.report.costs import cost_cell
 from pytest_llmtool.report.fragments import esc, fold, open_section
 from pytest_llmtool.report.markdown import metadata_lines, summary_lines
 from pytest_llmtool.run.items import BadInputItem, LlmFile, LlmItem
+from pytest_llmtool.run.state import STATE_KEY
 
 if TYPE_CHECKING:
     from pytest_llmtool.run.roles import Controller
@@ -83,8 +85,9 @@ body { display: flex; flex-direction: column; }
 footer { order: 4; }
 .llm-banner { border: 2px solid #ccc; border-radius: 4px; padding: 6px 10px; margin: 6px 0;
   color: #222; width: fit-content; }
-.llm-banner table { border-collapse: collapse; }
-.llm-banner th, .llm-banner td { border: 1px solid #ccc; padding: 2px 8px; font-size: 13px; }
+.llm-headline { margin: 2px 0; padding-left: 18px; font-size: 13px; }
+.llm-headline li { margin: 1px 0; }
+.llm-headline li.llm-decided { font-weight: bold; }
 .llm-partial { color: #b00020; font-weight: bold; font-size: 15px; margin: 2px 0 6px; }
 .llm-gate { font-size: 14px; margin: 6px 0 2px; }
 .llm-triage { color: #222; }
@@ -146,7 +149,7 @@ def row_cells(row: dict[str, Any] | None) -> list[str]:
         _cell("llm_turns", "" if turns is None else str(turns), turns),
         _cell("llm_calls", "" if ok is None else f"{ok}/{error}", ok),
         _cell("llm_tokens", "" if tokens is None else f"{tokens:,}", tokens),
-        _cell("llm_cost", "" if cost is None else f"${cost:.4f}", cost),
+        _cell("llm_cost", "" if cost is None and not tokens else cost_cell(cost), cost),
         _cell("llm_trial", str(row["trial"]) if "trial" in row else "", row.get("trial")),
     ]
 
@@ -192,6 +195,14 @@ class HtmlReport:
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
+        self.page: Any = None  # pytest-html's page data, whose title is set again at the end
+
+    def pytest_html_report_title(self, report: Any) -> None:
+        """The page is named after the run, not its file: asked at the session's start, so
+        the item count is added when the page is written (`pytest_html_results_summary`)."""
+        self.page = report
+        models = [m.name for m in self.controller.config.stash[STATE_KEY].settings.models]
+        report.title = page_title(models, self.controller.started)
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         ours = [f'<th class="sortable" data-column-type="{k}">{esc(h)}</th>' for k, h in COLUMNS]
@@ -214,10 +225,33 @@ class HtmlReport:
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
         self.controller.finish(session)
-        if self.controller.report is not None:
-            top, rest = summary_html(self.controller)
-            prefix.append(top)
-            postfix.append(rest)
+        report = self.controller.report
+        if report is None:
+            return
+        if self.page is not None:
+            meta = report.metadata
+            names = [m.name for m in meta.models]
+            self.page.title = page_title(names, self.controller.started, meta)
+        top, rest = summary_html(self.controller)
+        prefix.append(top)
+        postfix.append(rest)
+
+
+TITLE_MODELS = 4  # models named in the page's title; more are counted
+
+
+def page_title(models: Sequence[str], started: dt.datetime, meta: RunMetadata | None = None) -> str:
+    """`llmtool: oracle, nop — 64 items, 2026-11-29 06:50 UTC` (pytest-html escapes it);
+    `12 of 64 items` when the run stopped early, no count before it ends."""
+    named = ", ".join(models[:TITLE_MODELS])
+    if len(models) > TITLE_MODELS:
+        named += f" and {len(models) - TITLE_MODELS} more"
+    when = started.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    items = ""
+    if meta is not None and meta.collected is not None:
+        ran = f"{meta.ran} of " if meta.complete is False else ""
+        items = f"{ran}{meta.collected} {'item' if meta.collected == 1 else 'items'}, "
+    return f"llmtool: {named or 'no model'} — {items}{when}"
 
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -237,14 +271,6 @@ def _fold_lists(rendered: str) -> str:
     return _LONG_LIST.sub(fold, rendered)
 
 
-def _gate_line(controller: Controller) -> str | None:
-    """The gate's verdict, as the terminal says it; None without a gate."""
-    gate = controller.config.stash.get(GATE_KEY, None)
-    if gate is None or gate.reason is None:
-        return None
-    return f"Gate: {gate.reason} (exit status {gate.status})"
-
-
 def summary_html(controller: Controller) -> tuple[str, str]:
     """Above the results: the verdict banner and the task x model matrix with its filter.
     Below the results (the page's CSS puts them there), folded: the run's metadata and
@@ -252,7 +278,7 @@ def summary_html(controller: Controller) -> tuple[str, str]:
     report = controller.report
     assert report is not None
     top = [STYLE, '<div class="llmtool-summary"><h2>LLM evaluation</h2>']
-    top.append(triage.banner(report, _gate_line(controller)))
+    top.append(triage.banner(report))
     top.append(triage.matrix(report, controller.kinds))
     top.append("</div>")
 

@@ -15,8 +15,11 @@ import hashlib
 import importlib.metadata
 import itertools
 import json
+import os
 import platform
+import shutil
 import time
+import urllib.parse
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ import pytest
 from pydantic import BaseModel
 
 import pytest_llmtool
+from pytest_llmtool.agents.registry import ModelRef
 from pytest_llmtool.history.gate import GATE_KEY
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import (
@@ -35,10 +39,13 @@ from pytest_llmtool.records import (
     ModelInfo,
     ModelSetup,
     RunMetadata,
+    StoppedTask,
 )
 from pytest_llmtool.report import Writer
+from pytest_llmtool.report.figures import count_along
 from pytest_llmtool.report.redact import Redactor, redact_report
 from pytest_llmtool.report.store import ResultStore
+from pytest_llmtool.report.terminal import WIDEST, Screen
 from pytest_llmtool.run.compat import xdist_pending
 from pytest_llmtool.run.digests import TaskDigests, model_digests
 from pytest_llmtool.run.heap import freeze
@@ -47,11 +54,13 @@ from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
+from pytest_llmtool.settings import Settings
 from pytest_llmtool.stats.compare import bash_pass, comparisons, diagnostics, read_bash_pass
 from pytest_llmtool.stats.trials import kind_trials
 
 RESULT_ATTR = "llmtool_result"
 ERROR_ATTR = "llmtool_error"
+STOPPED_ATTR = "llmtool_stopped"  # {"data": a `StoppedTask` as JSON}: the cost limit stopped it
 KINDS_KEY = pytest.StashKey[list[Kind[Any, Any]]]()
 WRITERS_KEY = pytest.StashKey[list[Writer]]()
 # The selected dataset's fingerprint (kind -> digest), as the process that collects found it.
@@ -223,8 +232,9 @@ class Runner:
         if isinstance(item, LlmItem) and item.result is not None:
             if report.when == "setup":
                 # The setup may have only waited for a run started earlier: report how long
-                # the task itself ran.
-                report.duration = item.ran_ms / 1000
+                # the task itself ran, the figure its result records.
+                item.result.run_ms = round(item.ran_ms, 3)
+                report.duration = item.result.run_ms / 1000
             elif report.when == "call":
                 # As JSON text: one string to send and keep, not thousands of small objects.
                 data = item.result.model_dump_json()
@@ -241,13 +251,16 @@ class Runner:
                     freeze(item.config)
         if isinstance(item, LlmItem) and report.when == "teardown":
             item.work = None  # an item runs once (`LlmItem.start`), skipped or not
+        if isinstance(item, LlmItem) and report.when == "setup" and item.stopped is not None:
+            setattr(report, STOPPED_ATTR, {"data": item.stopped.model_dump_json()})
+            item.stopped = None  # the report now carries it
         failed_setup = report.when == "setup" and report.failed
         if failed_setup and isinstance(item, LlmItem | BadInputItem):
             setattr(report, ERROR_ATTR, item.error_record(report.longreprtext).model_dump())
         if isinstance(item, LlmItem | BadInputItem):
             # The choke point: all that reaches JUnit, the journal, the reports and the
             # terminal about an item is on its report.
-            redact_report(redactor(item.config), report, (RESULT_ATTR, ERROR_ATTR))
+            redact_report(redactor(item.config), report, (RESULT_ATTR, ERROR_ATTR, STOPPED_ATTR))
         return report
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -261,6 +274,34 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+# The environment variable each provider's SDK reads its base URL from when none is given.
+_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+
+def model_info(ref: ModelRef, settings: Settings) -> ModelInfo:
+    """What `ref`'s name resolved to, as the run record keeps it: the base URL its SDK client
+    uses (`--llm-base-url`, else the SDK's environment variable; None: the provider's
+    default) without the credentials, query or fragment a URL may carry, and the parameters
+    every call is sent. Nothing else of the client: no key, no header."""
+    if ref.provider in ("offline", "external"):  # nothing the plugin sends
+        return ModelInfo(name=ref.name, provider=ref.provider, model_id=ref.model_id, resolved=True)
+    family = "anthropic" if ref.provider == "anthropic" else "openai"
+    url = settings.base_urls.get(family) or os.environ.get(_BASE_URL_ENV[family]) or None
+    endpoint = None
+    if url:
+        parts = urllib.parse.urlsplit(url.strip())
+        host = parts.netloc.rpartition("@")[2]
+        endpoint = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return ModelInfo(
+        name=ref.name,
+        provider=ref.provider,
+        model_id=ref.model_id,
+        endpoint=endpoint,
+        params=settings.params,
+        resolved=True,
+    )
+
+
 class Controller:
     """On the reporting process only: collect and journal results, build the report, write."""
 
@@ -272,6 +313,8 @@ class Controller:
             kind.name: ResultStore(kind.result_type) for kind in self.kinds
         }
         self.errors: list[ErrorRecord] = []
+        # Items the cost limit stopped: reported, not journalled (a resumed run runs them).
+        self.stopped: list[StoppedTask] = []
         # What the models were given, each distinct setup once (`EvalReport.setups`).
         self.setups: dict[str, ModelSetup] = {}
         self.started = dt.datetime.now(dt.UTC)
@@ -349,6 +392,9 @@ class Controller:
             self._record(
                 carried["kind"], report.nodeid, carried["data"], carried.get("fingerprint")
             )
+        stopped = report.__dict__.pop(STOPPED_ATTR, None)
+        if stopped is not None:
+            self.stopped.append(StoppedTask.model_validate_json(stopped["data"]))
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
@@ -363,7 +409,7 @@ class Controller:
 
     def _stopped(self, session: pytest.Session, exitstatus: int) -> str | None:
         """Why items did not run: an interrupt, the cost limit, a stop on failures."""
-        budget = self.config.stash[STATE_KEY].budget.summary()
+        budget = self.config.stash[STATE_KEY].budget.summary(len(self.stopped))
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             return "interrupted"
         if budget is not None and budget.reached:
@@ -392,10 +438,7 @@ class Controller:
             bashkit=_version("bashkit"),
             bashkit_runtimes=dict(RUNTIMES),
             sdks={name: v for name in ("anthropic", "openai") if (v := _version(name))},
-            models=[
-                ModelInfo(name=m.name, provider=m.provider, model_id=m.model_id)
-                for m in settings.models
-            ],
+            models=[model_info(m, settings) for m in settings.models],
             max_turns=settings.max_turns,
             trials=settings.trials,
             command_line=list(self.config.invocation_params.args),
@@ -419,6 +462,7 @@ class Controller:
         # summaries' pass over them.
         store = self.results.get("bash")
         read = read_bash_pass(store) if store is not None and len(settings.models) > 1 else None
+        keep_figures = count_along(self.results)  # the headline's figures, along that pass
         fields: dict[str, Any] = {}
         for kind in self.kinds:
             own_errors = [e for e in self.errors if e.kind == kind.name]
@@ -435,13 +479,14 @@ class Controller:
                 for kind in self.kinds
                 if self.results[kind.name]
             }
-        budget = self.config.stash[STATE_KEY].budget.summary()
+        budget = self.config.stash[STATE_KEY].budget.summary(len(self.stopped))
         # A kind's stored results go in as they are: validating them would decode them all.
         stored = {k: v for k, v in fields.items() if isinstance(v, ResultStore)}
         report = EvalReport(
             metadata=self._metadata(exitstatus, session),
             errors=self.errors,
             budget=budget,
+            stopped=self.stopped,
             **{k: v for k, v in fields.items() if k not in stored},
         )
         report.partial = report.metadata.partial_line()
@@ -452,6 +497,7 @@ class Controller:
         bash = bash_pass(report, read() if read is not None else None)
         report.comparisons = comparisons(report, bash)
         report.diagnostics = diagnostics(report, bash)
+        keep_figures(report)
         return report
 
     @pytest.hookimpl(trylast=True)
@@ -468,7 +514,7 @@ class Controller:
             self.journal.close()
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         llm = bool(self.config.stash.get(FINGERPRINT_KEY, {}))
-        if not (self.errors or any(self.results.values()) or (interrupted and llm)):
+        if not (self.errors or self.stopped or any(self.results.values()) or (interrupted and llm)):
             return
         # The run's reports and items live to its end: the passes over the results below
         # make much short-lived garbage, whose collections then skip them (`run/heap.py`).
@@ -503,8 +549,13 @@ class Controller:
             return
         terminalreporter.write_sep("=", "llmtool eval summary")
         redact = redactor(self.config)
+        screen = Screen.of(
+            self.config.stash[STATE_KEY].settings.summary,
+            self.config.get_verbosity(),
+            shutil.get_terminal_size((WIDEST, 24)).columns,  # a log has no width: the widest
+        )
         for writer in self.config.stash[WRITERS_KEY]:
-            for line in writer.terminal(self.report, self.kinds):
+            for line in writer.terminal_screen(self.report, self.kinds, screen):
                 terminalreporter.write_line(redact(line))
         if self.written:
             terminalreporter.write_line("")

@@ -96,21 +96,27 @@ def geometric_mean(values: Sequence[float]) -> Interval | None:
     return None if found is None else Interval.of(found, "log-t")
 
 
+def percent(rate: float) -> str:
+    """A rate as every output shows it, a whole percent (`74%`): the one rounding, so that a
+    banner and a table never show one figure as `74%` and `74.5%`."""
+    return f"{rate:.0%}"
+
+
 def bounds(interval: Interval | None) -> str:
     """`[67-89%]` (an en dash between), with `*` when the sample is small; empty for None."""
     if interval is None:
         return ""
     small = "*" if interval.small else ""
-    return f"[{100 * interval.low:.0f}\u2013{interval.high:.0%}]{small}"
+    return f"[{100 * interval.low:.0f}\u2013{percent(interval.high)}]{small}"
 
 
 def show(interval: Interval | None, value: float | None = None) -> str:
     """`80% [67-89%]`: `value` (the figure a summary prints, when it is not the interval's
     centre) or the estimate, and the bounds."""
     if interval is None:
-        return "-" if value is None else f"{value:.0%}"
+        return "-" if value is None else percent(value)
     shown = interval.estimate if value is None else value
-    return f"{shown:.0%} {bounds(interval)}"
+    return f"{percent(shown)} {bounds(interval)}"
 
 
 def pp(x: float) -> str:
@@ -123,7 +129,9 @@ def show_difference(interval: Interval) -> str:
     small = "*" if interval.small else ""
 
     def bound(x: float) -> str:
-        return f"{round(100 * x):+d}"
+        # Signed as the bound is: -0.4 pp reads `-0`, never `+0` beside an interval that
+        # holds 0 (and so beside "no detectable change").
+        return f"{100 * x:+.0f}"
 
     return f"{pp(interval.estimate)} [{bound(interval.low)}, {bound(interval.high)}]{small}"
 

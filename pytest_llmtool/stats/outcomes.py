@@ -109,6 +109,29 @@ def _scenario(result: ScenarioResult) -> Outcome:
     )
 
 
+def optimization_outcomes(report: EvalReport) -> Iterator[Outcome]:
+    """The optimization tasks' items, outcome and usage only: the history and the HTML matrix
+    read them; a baseline does not compare them (`each_outcome` leaves them out), as a
+    speedup's pass is a measurement of this machine, not of the model alone."""
+    for r in report.optimization_results:
+        usage = _usage(r.trace, r)
+        yield Outcome(
+            kind="optimization",
+            nodeid=r.nodeid,
+            task=task_of(r.nodeid, r.trial),
+            task_id=r.task_id,
+            model=r.model,
+            trial=r.trial,
+            category=r.category,
+            passed=r.passed,
+            rate=float(r.passed),
+            cost_usd=usage.cost_usd,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            duration_ms=r.duration_ms,
+        )
+
+
 def _other(kind: Kind[Any, Any], data: Any) -> Outcome | None:
     """A third-party kind's result, if its section lists it as `results`: outcome only."""
     try:

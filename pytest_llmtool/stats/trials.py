@@ -75,7 +75,7 @@ def kind_trials(
 
 
 def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+    return "-" if value is None else intervals.percent(value)
 
 
 def _with_interval(summary: TrialSummary, k: int) -> str:

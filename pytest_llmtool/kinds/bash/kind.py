@@ -19,8 +19,10 @@ import pytest
 
 from pytest_llmtool.agents import ModelSpec
 from pytest_llmtool.agents.base import NamedWork
+from pytest_llmtool.agents.budget import BudgetExhausted
 from pytest_llmtool.agents.loop import run_agent_loop
 from pytest_llmtool.inputs.lines import MAX_LINE_BYTES, bounded_lines
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
 from pytest_llmtool.kinds.bash.checks import score_task
 from pytest_llmtool.kinds.bash.load import (
@@ -67,15 +69,17 @@ LLM_JUDGE_THRESHOLD = 0.5
 def failure_message(score: TaskScore, trace_line: str) -> str:
     """First line stands alone (pytest's short summary shows only it); a table follows."""
     failed = score.failed()
+    shown = [escaped(r.check) for r in score.results]  # a multi-line argument on one line
     lines = [
-        f"{len(failed)}/{len(score.results)} checks failed: " + ", ".join(r.check for r in failed),
+        f"{len(failed)}/{len(score.results)} checks failed: "
+        + ", ".join(check for check, r in zip(shown, score.results, strict=True) if not r.passed),
         trace_line,
         "",
     ]
-    width = max(len(r.check) for r in score.results)
+    width = max(map(len, shown))
     lines += [
-        f"{'PASS' if r.passed else 'FAIL'}  {r.check.ljust(width)}  {r.detail}"
-        for r in score.results
+        f"{'PASS' if r.passed else 'FAIL'}  {check.ljust(width)}  {r.detail}"
+        for check, r in zip(shown, score.results, strict=True)
     ]
     return "\n".join(lines)
 
@@ -246,9 +250,13 @@ class BashKind(Kind[Task, TaskResult]):
         if any(check.kind == "llm_judge" for check, _ in checks):
             judge = state.judge_named(state.settings.judge_model)
             if judge is not None:
-                score, judge_calls = await _judge_checks(
-                    task, judge, score, trace, item.trial, state.budget
-                )
+                try:
+                    score, judge_calls = await _judge_checks(
+                        task, judge, score, trace, item.trial, state.budget
+                    )
+                except BudgetExhausted as exc:
+                    exc.partial = trace  # the agent's run, kept though it was not judged
+                    raise
         sandbox.release()  # only here: a task that raised may have left a command running
         return TaskResult(
             nodeid=item.nodeid,
@@ -333,6 +341,11 @@ class BashKind(Kind[Task, TaskResult]):
         lines = terminal_lines(report) if report.results or report.by_model else []
         modes = tool_modes.terminal_lines(report)
         return [*lines, *([""] if lines and modes else []), *modes]
+
+    def screen_lines(self, report: EvalReport, width: int) -> list[str]:
+        from pytest_llmtool.kinds.bash.report import screen_lines
+
+        return screen_lines(report, width) if report.results or report.by_model else []
 
     def markdown_summary(self, report: EvalReport) -> list[str]:
         from pytest_llmtool.kinds.bash import tool_modes

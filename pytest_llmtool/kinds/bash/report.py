@@ -7,8 +7,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds.bash.summary import friction_signals, needs_token_split, token_splits
-from pytest_llmtool.records import EvalReport, EvalSummary, TaskResult
+from pytest_llmtool.records import EvalReport, EvalSummary, Interval, TaskResult
+from pytest_llmtool.report.costs import cost_cell
+from pytest_llmtool.report.figures import NOTHING_SCORED
 from pytest_llmtool.report.markdown import Code, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, bounds, show
@@ -25,13 +28,22 @@ def _duration(ms: float) -> str:
     return f"{ms / 60000:.1f} min" if ms >= 60000 else f"{ms / 1000:.1f} s"
 
 
+def _rate(s: EvalSummary, interval: Interval | None, value: float) -> str:
+    """A rate over the model's scored tasks, or `no item was scored` (never 0% of nothing)."""
+    return show(interval, value) if s.total_tasks else NOTHING_SCORED
+
+
 def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list[str]]]:
     """A metric-by-model table, the layout of seed 000's baseline comparison."""
     models = list(by_model)
     metrics: list[tuple[str, list[str]]] = [
-        ("Tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
-        ("Pass rate", [show(s.pass_rate_ci, s.pass_rate) for s in by_model.values()]),
-        ("Overall rate", [show(s.overall_rate_ci, s.overall_rate) for s in by_model.values()]),
+        # "Bash": these count bash tasks only, beside the headline's figures over every kind.
+        ("Bash tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
+        ("Bash pass rate", [_rate(s, s.pass_rate_ci, s.pass_rate) for s in by_model.values()]),
+        (
+            "Overall rate",
+            [_rate(s, s.overall_rate_ci, s.overall_rate) for s in by_model.values()],
+        ),
         (
             "Tool calls (ok/err)",
             [
@@ -41,7 +53,12 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
         ),
         (
             "Tool call success",
-            [show(s.tool_call_success_ci, s.tool_call_success_rate) for s in by_model.values()],
+            [
+                show(s.tool_call_success_ci, s.tool_call_success_rate)
+                if s.total_tool_calls
+                else "no tool call"
+                for s in by_model.values()
+            ],
         ),
         ("Avg turns/task", [f"{s.avg_turns_per_task:.1f}" for s in by_model.values()]),
         (
@@ -80,12 +97,12 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
         )
     if any(s.total_retries for s in summaries):
         metrics.append(("Retries", [str(s.total_retries) for s in summaries]))
-    if any(s.total_cost_usd is not None for s in summaries):
+    if any(s.total_cost_usd is not None or s.total_input_tokens for s in summaries):
         metrics.append(
             (
                 "Cost",
                 [
-                    "-" if s.total_cost_usd is None else f"${s.total_cost_usd:.4f}"
+                    cost_cell(s.total_cost_usd, bool(s.total_input_tokens + s.total_output_tokens))
                     for s in summaries
                 ],
             )
@@ -110,7 +127,9 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
 def category_rows(
     by_model: dict[str, EvalSummary], field: str = "category"
 ) -> tuple[list[str], list[list[str]]]:
-    """Category (or mode, or difficulty) rate per model, with passed/tasks beside each."""
+    """Category (or mode, or difficulty) per model: its overall rate (check weights passed,
+    with the interval) and its tasks passed, each labelled, as the two count different
+    things (a category where no task passed may read 11%)."""
     groups = {m: getattr(s, f"by_{field}") for m, s in by_model.items()}
     names = sorted({c for g in groups.values() for c in g})
     rows = []
@@ -118,7 +137,11 @@ def category_rows(
         cells = []
         for own in groups.values():
             c = own.get(name)
-            cells.append(f"{c.rate:.0%} ({c.passed}/{c.tasks}) {bounds(c.rate_ci)}" if c else "-")
+            if c is None:
+                cells.append("-")
+                continue
+            shown = f"overall {c.rate:.0%} {bounds(c.rate_ci)}".rstrip()
+            cells.append(f"{shown}, passed {c.passed}/{c.tasks}")
         rows.append([name, *cells])
     return [field.capitalize(), *by_model], rows
 
@@ -177,12 +200,62 @@ def healthy_lines(by_model: dict[str, EvalSummary]) -> list[tuple[str, str]]:
     return lines
 
 
+def screen_lines(report: EvalReport, width: int) -> list[str]:
+    """Seed 000's run summary in one row per model, its least telling columns left out when
+    the screen is narrow, then each model's categories by overall rate, lowest first."""
+    by_model = report_models(report)
+    headers = [
+        "Bash tasks",
+        "Passed",
+        "Pass rate",
+        "Overall rate",
+        "Tool calls ok",
+        "Turns/task",
+        "Natural stops",
+        "Tokens in/out",
+        "Item time",
+    ]
+    rows = [
+        [
+            model,
+            f"{s.total_passed}/{s.total_tasks}",
+            show(s.pass_rate_ci, s.pass_rate),
+            f"{s.overall_rate:.0%}",
+            f"{s.tool_calls_ok}/{s.total_tool_calls}",
+            f"{s.avg_turns_per_task:.1f}",
+            f"{s.natural_stops}/{s.total_tasks}",
+            f"{_tokens(s.total_input_tokens)}/{_tokens(s.total_output_tokens)}",
+            _duration(s.total_duration_ms),
+        ]
+        for model, s in by_model.items()
+        if s.total_tasks
+    ]
+    if not rows:
+        return []
+    lines = format_table(headers, rows, width=width)
+    lines += [SMALL_NOTE] if any_small(s.pass_rate_ci for s in by_model.values()) else []
+    if any(s.by_category for s in by_model.values()):
+        lines += ["Categories (overall rate, lowest first):"]
+        lines += [f"  {m}: {_categories(s)}" for m, s in by_model.items() if s.by_category]
+    return lines
+
+
+def _categories(s: EvalSummary) -> str:
+    """`complex_tasks 54%, text_processing 69%; 8 more at 100%`."""
+    ranked = sorted(s.by_category.items(), key=lambda item: (item[1].rate, item[0]))
+    below = [f"{name} {c.rate:.0%}" for name, c in ranked if c.rate < 1]
+    full = len(ranked) - len(below)
+    if not below:
+        return f"100% in all {full} categories" if full > 1 else "100% in its one category"
+    return ", ".join(below) + (f"; {full} more at 100%" if full else "")
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     by_model = report_models(report)
     lines = format_table(*summary_rows(by_model))
-    lines += ["", *format_table(*category_rows(by_model))]
-    for field in tag_fields(by_model):
-        lines += ["", *format_table(*category_rows(by_model, field))]
+    for field in ["category", *tag_fields(by_model)]:
+        headers, rows = category_rows(by_model, field)
+        lines += ["", *format_table(headers, rows)] if rows else []
     headers, rows = generate_rows(by_model)
     if rows:
         lines += ["", *format_table(headers, rows)]
@@ -194,7 +267,7 @@ def terminal_lines(report: EvalReport) -> list[str]:
         lines += [f"  [{model}] {signal}" for model, signal in signals]
     healthy = healthy_lines(by_model)
     if healthy:
-        lines += ["", "Healthy profile (seed 000):"]
+        lines += ["", "Health checks (seed 000's healthy profile):"]
         lines += [f"  [{model}] {line}" for model, line in healthy]
     return lines
 
@@ -310,7 +383,7 @@ def _task_section(result: TaskResult) -> list[str]:
         f"natural stop: {'yes' if trace.natural_stop else 'no'}",
         f"- Tokens: {trace.total_input_tokens} in / {trace.total_output_tokens} out, "
         f"duration: {trace.duration_ms} ms"
-        + (f", cost: ${trace.cost_usd:.4f}" if trace.cost_usd is not None else ""),
+        + (f", cost: {cost_cell(trace.cost_usd)}" if trace.llm_calls else ""),
     ]
     if scripting is not None:
         lines.append(
@@ -319,7 +392,7 @@ def _task_section(result: TaskResult) -> list[str]:
         )
     lines.append("")
     rows = [
-        ["PASS" if r.passed else "FAIL", Code(r.check), f"{r.weight:g}", r.detail]
+        ["PASS" if r.passed else "FAIL", Code(escaped(r.check)), f"{r.weight:g}", r.detail]
         for r in score.results
     ]
     return lines + table(["Result", "Check", "Weight", "Detail"], rows) + [""]

@@ -366,8 +366,9 @@ def friction_signals(summary: EvalSummary, tokens: tuple[int, int] = (0, 0)) -> 
     ]
     if weak:
         signals.append(
-            f"categories below {LOW_CATEGORY_RATE:.0%}: {', '.join(weak)}: "
-            "missing builtins or syntax for those domains?"
+            f"overall rate below {LOW_CATEGORY_RATE:.0%} in {len(weak)} of "
+            f"{len(summary.by_category)} categories: {', '.join(weak)} (where other models "
+            "pass them, the model; where none does, the tool may lack builtins or syntax there)"
         )
     if summary.avg_turns_per_task > HIGH_AVG_TURNS:
         signals.append(

@@ -19,6 +19,7 @@ from pytest_llmtool.records import (
     TaskResult,
     ToolModeSummary,
 )
+from pytest_llmtool.report.figures import NOTHING_SCORED
 from pytest_llmtool.report.markdown import table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats import intervals, share
@@ -114,7 +115,7 @@ def tool_mode_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 model,
                 mode,
                 f"{s.passed}/{s.tasks}",
-                show(s.pass_rate_ci, s.pass_rate),
+                show(s.pass_rate_ci, s.pass_rate) if s.tasks else NOTHING_SCORED,
                 f"{s.avg_turns:.1f}",
                 f"{s.avg_tool_calls:.1f}",
                 str(s.mock_calls),

@@ -188,6 +188,11 @@ class OptimizationKind(Kind["OptimizationTask", OptimizationResult]):
 
         return terminal_lines(report) if report.optimization_results else []
 
+    def screen_lines(self, report: EvalReport, width: int) -> list[str]:
+        from pytest_llmtool.kinds.optimization.report import screen_lines
+
+        return screen_lines(report, width) if report.optimization_results else []
+
     def markdown_summary(self, report: EvalReport) -> list[str]:
         from pytest_llmtool.kinds.optimization.report import markdown_summary
 

@@ -14,6 +14,7 @@ from pytest_llmtool.records import (
     SpeedupInterval,
 )
 from pytest_llmtool.report import fragments
+from pytest_llmtool.report.costs import cost_cell
 from pytest_llmtool.report.markdown import code, table, text
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE
@@ -28,7 +29,8 @@ LEGEND = (
     "Advantage: agent speedup - oracle speedup, in x (negative: slower than the reference; "
     "for oracle:oracle two measurements of the same code, so only noise).",
     "Success: the attempt kept the tests and snapshot passing and did not tamper "
-    "(FC-Eval's, whatever the speedup); Passed/PASS: it also beat the task's min_speedup.",
+    "(FC-Eval's, whatever the speedup); Passed/PASS: it succeeded and the speedup's whole 95% "
+    "interval lies above the task's min_speedup (no interval: not a pass).",
 )
 
 
@@ -93,8 +95,12 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     ]
     summary = report.optimization
     passed: dict[str, list[bool]] = {}
+    unpriced = set()  # agents a paid call of which had no price: their cost is unknown
     for r in report.optimization_results:
         passed.setdefault(r.agent, []).append(r.passed)
+        calls = r.trace.llm_calls if r.trace is not None else []
+        if any(c.cost_usd is None and c.input_tokens + c.output_tokens for c in calls):
+            unpriced.add(r.agent)
     rows = [
         [
             agent,
@@ -106,7 +112,7 @@ def agent_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
             _num(s.agent_advantage_level2),
             _num(s.agent_advantage_level3),
             _num(s.agent_advantage_level4),
-            f"${s.mean_cost_per_task:.4f}",
+            cost_cell(None if agent in unpriced else s.mean_cost_per_task),
             f"{s.mean_trajectory_length:.1f}",
         ]
         for agent, s in (summary.by_agent.items() if summary else [])
@@ -121,10 +127,40 @@ def _small(report: EvalReport) -> bool:
     )
 
 
+# The per-agent table's advantage levels, headed in plain words in the terminal.
+LEVELS = {f"Adv L{n}": f"L{n}" for n in range(1, 5)}
+LEVELS_TITLE = (
+    "Per agent (L1-L4: advantage over the reference at levels 1-4: by module, class, "
+    "function, all benchmarks):"
+)
+
+
+def screen_lines(report: EvalReport, width: int) -> list[str]:
+    """Per agent: attempts passed, the mean speedup with its interval, FC-Eval's success."""
+    passed: dict[str, list[bool]] = {}
+    for r in report.optimization_results:
+        passed.setdefault(r.agent, []).append(r.passed)
+    summary = report.optimization
+    rows = [
+        [
+            agent,
+            f"{sum(passed.get(agent, []))}/{len(passed.get(agent, []))}",
+            _x(s.mean_speedup, s.mean_speedup_ci),
+            f"{s.mean_success_rate:.0%}",
+        ]
+        for agent, s in (summary.by_agent.items() if summary else [])
+    ]
+    if not rows:
+        return []
+    headers = ["Optimization", "Passed", "Mean speedup [95% CI]", "Success"]
+    return format_table(headers, rows, width=width) + ([SMALL_NOTE] if _small(report) else [])
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     lines = ["Optimization tasks (tests: passed/failed):"]
     lines += format_table(*result_rows(report.optimization_results))
-    lines += ["", *format_table(*agent_rows(report))]
+    headers, rows = agent_rows(report)
+    lines += ["", LEVELS_TITLE, *format_table([LEVELS.get(h, h) for h in headers], rows)]
     lines += [SMALL_NOTE] if _small(report) else []
     return [*lines, *LEGEND]
 
@@ -172,7 +208,8 @@ def html_details(r: OptimizationResult) -> list[str]:
     m, tests = r.metrics, r.metrics.pytest_summary
     said = [
         f"<p>Speedup {fragments.esc(_x(m.task_speedup, m.task_speedup_ci))} "
-        f"(needs above {r.min_speedup:g}x); advantage {fragments.esc(_num(m.agent_advantage))}; "
+        f"(a pass needs its 95% interval above {r.min_speedup:g}x); "
+        f"advantage {fragments.esc(_num(m.agent_advantage))}; "
         f"tests {tests.passed} passed, {tests.failures} failing; outcome {_outcome(r)}</p>",
         fragments.table(*benchmark_rows(m)),
         *(

@@ -271,6 +271,11 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
         return terminal_lines(report) if report.scenarios else []
 
+    def screen_lines(self, report: EvalReport, width: int) -> list[str]:
+        from pytest_llmtool.kinds.scenario.report import screen_lines
+
+        return screen_lines(report, width) if report.scenarios else []
+
     def markdown_summary(self, report: EvalReport) -> list[str]:
         from pytest_llmtool.kinds.scenario.report import markdown_summary
 

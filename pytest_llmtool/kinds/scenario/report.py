@@ -165,6 +165,15 @@ def _small(report: EvalReport) -> bool:
     )
 
 
+def screen_lines(report: EvalReport, width: int) -> list[str]:
+    """Per model, scenarios and gates passed: the one-screen summary's part."""
+    headers, rows = model_rows(report)
+    if not rows:
+        return []
+    lines = format_table(["Scenarios", *headers[1:]], rows, width=width)
+    return lines + ([SMALL_NOTE] if _small(report) else [])
+
+
 def terminal_lines(report: EvalReport) -> list[str]:
     lines = format_table(*scenario_rows(report.scenarios))
     if report.scenario_summary:

@@ -1,0 +1,143 @@
+"""Each model's headline figures, computed once for every output (terminal, report.md, the
+step summary, the HTML banner): items passed of those scored over every kind, the pass rate
+with its 95% interval over tasks, errors apart, and the tasks that failed. An output shows
+these values; it never counts them again. A run's figures are counted along the pass that
+builds its summaries (`count_along`), so they cost no decode of their own; so is each
+model's cost (`report/costs.py`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_llmtool.records import AgentTrace, EvalReport, Interval, ItemResult, LLMCallMetrics
+from pytest_llmtool.report.store import ResultStore
+from pytest_llmtool.stats import intervals
+
+# What every output says in place of a rate when a model has no scored item (a provider that
+# is down, every item errored or stopped): a rate over nothing would read as 0%.
+NOTHING_SCORED = "no item was scored"
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """One model over every kind: `passed` of `scored` items, the pass rate over `tasks`
+    with its interval (None with nothing scored), the `errors` no rate counts, and the
+    `failed` tasks (a task fails when most of its attempts failed, as a comparison counts
+    it), by name in the order they came."""
+
+    model: str
+    passed: int
+    scored: int
+    tasks: int
+    rate: Interval | None
+    errors: int
+    failed: list[str]
+
+    @property
+    def shown_rate(self) -> str:
+        """The rate with its interval (`intervals.show`), or `no item was scored`."""
+        return intervals.show(self.rate) if self.scored else NOTHING_SCORED
+
+
+class Tally:
+    """What the outputs show of each model, counted as results are read: its attempts per
+    task (kind and name), pass or fail, and its calls' cost (`report/costs.py`) with whose
+    calls had no price: its own (True), its judges' (False)."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[str, dict[tuple[str, str], list[bool]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.cost: dict[str, float] = defaultdict(float)
+        self.unpriced: dict[str, set[bool]] = defaultdict(set)
+
+    def read(self, result: ItemResult) -> None:
+        task = str(getattr(result, "task_id", None) or getattr(result, "scenario", ""))
+        self.by_model[result.model][(type(result).__name__, task)].append(result.passed)
+        # Every built-in kind's result has both; a plugin kind's may have neither.
+        self.read_calls(
+            result.model, getattr(result, "trace", None), getattr(result, "judge_calls", ())
+        )
+
+    def read_calls(
+        self, model: str, trace: AgentTrace | None, judged: Sequence[LLMCallMetrics]
+    ) -> None:
+        """An item's calls, scored or not (the cost limit's stopped items were paid for)."""
+        for own, calls in ((True, trace.llm_calls if trace is not None else ()), (False, judged)):
+            for call in calls:
+                if call.cost_usd is None:
+                    self.unpriced[model].add(own)
+                else:
+                    self.cost[model] += call.cost_usd
+
+    def figures(self, report: EvalReport) -> list[ModelFigures]:
+        """Per model (in the order the run names them, then any other in name order)."""
+        errors: dict[str, int] = defaultdict(int)
+        for error in report.errors:
+            errors[error.model] += 1
+        named = [m.name for m in report.metadata.models]
+        found = []
+        for model in [*named, *sorted({*self.by_model, *errors} - {*named})]:
+            tasks = self.by_model[model]
+            outcomes = [p for task in tasks.values() for p in task]
+            found.append(
+                ModelFigures(
+                    model=model,
+                    passed=sum(outcomes),
+                    scored=len(outcomes),
+                    tasks=len(tasks),
+                    rate=intervals.pass_rate({f"{k}:{t}": a for (k, t), a in tasks.items()}),
+                    errors=errors[model],
+                    failed=[t for (_, t), a in tasks.items() if 2 * sum(a) <= len(a)],
+                )
+            )
+        return found
+
+
+def count_along(stores: Mapping[str, ResultStore[Any]]) -> Callable[[EvalReport], None]:
+    """Count the built-in kinds' results as the pass that builds the summaries reads them;
+    the returned function, given the report built, keeps the tally on it for `tally`
+    (when that pass read them all; else `tally` makes a pass of its own)."""
+    counted = Tally()
+    done = [stores[k].read_along(counted.read) for k in RESULT_KINDS if k in stores]
+
+    def keep(report: EvalReport) -> None:
+        if all(check() for check in done):
+            for stopped in report.stopped:
+                counted.read_calls(stopped.model, stopped.trace, stopped.judge_calls)
+            report._tally = counted
+
+    return keep
+
+
+# The kinds whose results the report lists (`results`, `scenarios`, `optimization_results`).
+RESULT_KINDS = ("bash", "scenario", "optimization")
+
+
+def tally(report: EvalReport) -> Tally:
+    """The report's tally: counted along the summaries' pass, or read now (once per report)."""
+    if not isinstance(report._tally, Tally):
+        counted = Tally()
+        for results in (report.results, report.scenarios, report.optimization_results):
+            for result in results:
+                counted.read(result)
+        for stopped in report.stopped:
+            counted.read_calls(stopped.model, stopped.trace, stopped.judge_calls)
+        report._tally = counted
+    return report._tally
+
+
+def model_figures(report: EvalReport) -> list[ModelFigures]:
+    """Per model, over bash tasks, scenarios and optimization tasks (`Tally.figures`)."""
+    return tally(report).figures(report)
+
+
+def model_verdicts(report: EvalReport) -> list[tuple[str, str, str, int]]:
+    """`model_figures` as table cells: (model, `passed/scored`, the pass rate with its
+    interval or `no item was scored`, errors)."""
+    return [
+        (f.model, f"{f.passed}/{f.scored}", f.shown_rate, f.errors) for f in model_figures(report)
+    ]
