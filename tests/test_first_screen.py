@@ -192,6 +192,12 @@ def test_all_passed_only_when_every_item_ran_and_passed() -> None:
     assert exit_line(_report(7, gate="gate undecided: x")).endswith(": the gate could not decide")
     gated = _report(1, False, gate="gate failed: 1 failures or errors besides failing tasks")
     assert "besides failing tasks" in exit_line(gated)
+    skipped = _report(0, True, True)  # and 2 skipped: an oracle without a solution
+    skipped.metadata.collected = 4
+    assert exit_line(skipped) == (
+        "Exit status 0: all 2 scored items passed; 2 other collected items were not scored "
+        "(pytest's summary says why)"
+    )
 
 
 def test_report_md_opens_with_partial_then_the_headline_then_the_exit_status() -> None:

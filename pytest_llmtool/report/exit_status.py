@@ -60,4 +60,12 @@ def meaning(report: EvalReport, figures: Sequence[ModelFigures] | None = None) -
     if report.stopped or report.partial:
         ran = ["not every item ran"] if report.partial else []
         return ", ".join(["no item failed", *said, *ran])
+    # Items collected but neither scored, errored nor stopped: skips (an oracle without a
+    # solution) or a suite's plain tests, which "all passed" must not pass over.
+    other = (report.metadata.collected or 0) - scored - errors - len(report.stopped)
+    if other > 0:
+        return (
+            f"all {_count(scored, 'scored item')} passed; {other} other collected "
+            f"{'item was' if other == 1 else 'items were'} not scored (pytest's summary says why)"
+        )
     return f"all {_count(scored, 'item')} passed"
