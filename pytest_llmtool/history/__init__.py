@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport, Interval
 from pytest_llmtool.report import Writer, report_json
-from pytest_llmtool.report.figures import ModelFigures, model_figures
+from pytest_llmtool.report.figures import ModelFigures, figures_of, model_figures
 from pytest_llmtool.report.store import ResultStore
-from pytest_llmtool.stats import baseline, intervals
+from pytest_llmtool.stats import baseline
 from pytest_llmtool.stats.outcomes import (
     Outcome,
     each_outcome,
@@ -481,19 +481,9 @@ Counts = dict[tuple[str, str], list[int]]  # (kind, task id) -> [passed, failed,
 
 def _counted(model: str, tasks: Counts) -> ModelFigures:
     """`model_figures`' figures worked out from a run's items as the history keeps them (a
-    task is its kind and task id; errors apart): the run's row, and `trend`'s groups. The
-    same counts and the same interval (`intervals.pass_rate`)."""
-    attempts = {f"{k}:{t}": [True] * p + [False] * f for (k, t), (p, f, _) in tasks.items()}
-    scored = {task: a for task, a in attempts.items() if a}
-    return ModelFigures(
-        model=model,
-        passed=sum(p for p, _, _ in tasks.values()),
-        scored=sum(len(a) for a in scored.values()),
-        tasks=len(scored),
-        rate=intervals.pass_rate(scored),
-        errors=sum(e for _, _, e in tasks.values()),
-        failed=[],
-    )
+    task is its kind and task id; errors apart): the run's row, and `trend`'s groups."""
+    attempts = {task: [True] * p + [False] * f for task, (p, f, _) in tasks.items()}
+    return figures_of(model, attempts, sum(e for _, _, e in tasks.values()))
 
 
 def rate(figures: ModelFigures | None) -> dict[str, Any] | None:

@@ -79,22 +79,25 @@ class Tally:
         for error in report.errors:
             errors[error.model] += 1
         named = [m.name for m in report.metadata.models]
-        found = []
-        for model in [*named, *sorted({*self.by_model, *errors} - {*named})]:
-            tasks = self.by_model[model]
-            outcomes = [p for task in tasks.values() for p in task]
-            found.append(
-                ModelFigures(
-                    model=model,
-                    passed=sum(outcomes),
-                    scored=len(outcomes),
-                    tasks=len(tasks),
-                    rate=intervals.pass_rate({f"{k}:{t}": a for (k, t), a in tasks.items()}),
-                    errors=errors[model],
-                    failed=[t for (_, t), a in tasks.items() if 2 * sum(a) <= len(a)],
-                )
-            )
-        return found
+        others = sorted({*self.by_model, *errors} - {*named})
+        return [figures_of(m, self.by_model[m], errors[m]) for m in [*named, *others]]
+
+
+def figures_of(
+    model: str, tasks: Mapping[tuple[str, str], list[bool]], errors: int
+) -> ModelFigures:
+    """One model's figures from its attempts per task (kind and name: pass or fail) and its
+    errors: the one computation behind every output's figures and the history's."""
+    scored = {task: attempts for task, attempts in tasks.items() if attempts}
+    return ModelFigures(
+        model=model,
+        passed=sum(sum(a) for a in scored.values()),
+        scored=sum(len(a) for a in scored.values()),
+        tasks=len(scored),
+        rate=intervals.pass_rate({f"{k}:{t}": a for (k, t), a in scored.items()}),
+        errors=errors,
+        failed=[t for (_, t), a in scored.items() if 2 * sum(a) <= len(a)],
+    )
 
 
 def count_along(stores: Mapping[str, ResultStore[Any]]) -> Callable[[EvalReport], None]:

@@ -183,15 +183,7 @@ class LlmItem(pytest.Item):
     ) -> NoReturn:
         """End as stopped by the cost limit: skipped, keeping what the task did."""
         self.stopped = StoppedTask(
-            nodeid=self.nodeid,
-            kind=self.kind.name,
-            task_id=self.task_id,
-            model=self.model.name,
-            category=self.category,
-            trial=self.trial,
-            reason=reason,
-            trace=trace,
-            judge_calls=judge_calls or [],
+            **self._named(), reason=reason, trace=trace, judge_calls=judge_calls or []
         )
         pytest.skip(reason)
 
@@ -217,16 +209,19 @@ class LlmItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.lineno - 1, f"{self.kind.noun} {self.name}"
 
+    def _named(self) -> dict[str, Any]:
+        """What names this item in the record's error and stopped lists."""
+        return {
+            "nodeid": self.nodeid,
+            "kind": self.kind.name,
+            "task_id": self.task_id,
+            "model": self.model.name,
+            "category": self.category,
+            "trial": self.trial,
+        }
+
     def error_record(self, message: str) -> ErrorRecord:
-        return ErrorRecord(
-            nodeid=self.nodeid,
-            kind=self.kind.name,
-            task_id=self.task_id,
-            model=self.model.name,
-            category=self.category,
-            trial=self.trial,
-            message=message,
-        )
+        return ErrorRecord(**self._named(), message=message)
 
 
 class BadInputItem(pytest.Item):
