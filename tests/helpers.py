@@ -18,7 +18,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from pytest_llmtool.records import SCHEMA_PATH, RunMetadata
+from pytest_llmtool.records import SCHEMA_PATH, AgentTaskMetrics, PytestSummary, RunMetadata
 from pytest_llmtool.sandbox.isolated import BwrapUnavailable, require_bwrap
 
 # The API key the `server` fixture puts in the environment: no output may ever show it.
@@ -253,6 +253,23 @@ def write_agent(root: Path, body: str) -> Path:
     agent.write_text("#!/bin/bash\n" + textwrap.dedent(body))
     agent.chmod(0o755)
     return agent
+
+
+def attempt_metrics(**overrides: Any) -> AgentTaskMetrics:
+    """An optimization attempt's metrics as FC-Eval scores a success: its tests and snapshot
+    held, one benchmark, valid, at 1.2x; `overrides` sets any field."""
+    fields: dict[str, Any] = {
+        "per_benchmark_speedups": [],
+        "pytest_summary": PytestSummary(passed=1),
+        "pytest_failed": False,
+        "snapshot_failed": False,
+        "success": True,
+        "fallback_to_baseline": False,
+        "num_benchmarks": 1,
+        "num_valid_benchmarks": 1,
+        "task_speedup": 1.2,
+    }
+    return AgentTaskMetrics(**{**fields, **overrides})
 
 
 def run_metadata() -> RunMetadata:

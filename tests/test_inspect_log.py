@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from fake_llm_server import FakeLLMServer, Turn
-from helpers import SERVER_KEY, TASKS, scenario, write_dataset, write_scenario
+from helpers import SERVER_KEY, TASKS, attempt_metrics, scenario, write_dataset, write_scenario
 
 # Imported before any in-process run, so that pytester keeps it loaded between runs.
 inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect-ai is not installed")
@@ -30,7 +30,6 @@ from inspect_ai.model import (  # noqa: E402
 )
 
 from pytest_llmtool.records import (  # noqa: E402
-    AgentTaskMetrics,
     AgentTrace,
     EvalReport,
     EvaluationResult,
@@ -40,7 +39,6 @@ from pytest_llmtool.records import (  # noqa: E402
     Message,
     ModelInfo,
     OptimizationResult,
-    PytestSummary,
     RunMetadata,
     ScenarioResult,
     ScoreResult,
@@ -408,17 +406,7 @@ def test_optimization_attempts_and_judged_scenarios_map_too(tmp_path: Path) -> N
         category="python",
         agent="builtin:m",
         min_speedup=1.5,
-        metrics=AgentTaskMetrics(
-            per_benchmark_speedups=[],
-            pytest_summary=PytestSummary(passed=1),
-            pytest_failed=False,
-            snapshot_failed=False,
-            success=True,
-            fallback_to_baseline=False,
-            num_benchmarks=1,
-            num_valid_benchmarks=1,
-            task_speedup=1.2,
-        ),
+        metrics=attempt_metrics(),
         trace=trace,
         notes=["a note"],
         artifacts="",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_metadata, scenario, write_dataset, write_scenario
+from helpers import attempt_metrics, run_metadata, scenario, write_dataset, write_scenario
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -19,7 +19,6 @@ from pytest_llmtool.kinds.bash.kind import BashKind
 from pytest_llmtool.kinds.optimization.kind import OptimizationKind
 from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 from pytest_llmtool.records import (
-    AgentTaskMetrics,
     AgentTrace,
     BenchmarkSpeedup,
     ErrorRecord,
@@ -29,7 +28,6 @@ from pytest_llmtool.records import (
     InteractionMetrics,
     JudgeResponse,
     OptimizationResult,
-    PytestSummary,
     ScenarioResult,
     ScoreResult,
     TaskResult,
@@ -217,16 +215,8 @@ def _scenario(payload: str) -> ScenarioResult:
 
 
 def _attempt(payload: str) -> OptimizationResult:
-    metrics = AgentTaskMetrics(
-        per_benchmark_speedups=[BenchmarkSpeedup(name=payload, nop_median=1.0, valid=False)],
-        pytest_summary=PytestSummary(passed=1),
-        pytest_failed=False,
-        snapshot_failed=False,
-        success=True,
-        fallback_to_baseline=False,
-        num_benchmarks=1,
-        num_valid_benchmarks=1,
-        task_speedup=1.2,
+    metrics = attempt_metrics(
+        per_benchmark_speedups=[BenchmarkSpeedup(name=payload, nop_median=1.0, valid=False)]
     )
     return OptimizationResult(
         nodeid=f"t.yaml::{payload}[m]",

@@ -13,12 +13,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import read_report, schema_errors, task, write_project, write_task
+from helpers import attempt_metrics, read_report, schema_errors, task, write_project, write_task
 
 from pytest_llmtool.kinds.optimization import metrics, report
 from pytest_llmtool.kinds.optimization.run import LOCK_NAME, headline, host_lock, lock_directory
 from pytest_llmtool.records import (
-    AgentTaskMetrics,
     OptimizationResult,
     PytestSummary,
     SpeedupInterval,
@@ -43,17 +42,8 @@ def _result(speedup: float | None, ci: tuple[float, float] | None) -> Optimizati
         interval = SpeedupInterval(
             estimate=speedup or 1.0, low=ci[0], high=ci[1], n=3, method="combined-log-t"
         )
-    metrics = AgentTaskMetrics(
-        per_benchmark_speedups=[],
-        pytest_summary=PytestSummary(passed=3),
-        pytest_failed=False,
-        snapshot_failed=False,
-        success=True,
-        fallback_to_baseline=False,
-        num_benchmarks=1,
-        num_valid_benchmarks=1,
-        task_speedup=speedup,
-        task_speedup_ci=interval,
+    metrics = attempt_metrics(
+        pytest_summary=PytestSummary(passed=3), task_speedup=speedup, task_speedup_ci=interval
     )
     return OptimizationResult(
         nodeid="opt.yaml::faster[nop]",

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from helpers import (
     TASKS,
+    attempt_metrics,
     needs_bwrap,
     read_report,
     run_metadata,
@@ -40,11 +41,9 @@ from pytest_llmtool.cli import main
 from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds.bash.kind import failure_message
 from pytest_llmtool.records import (
-    AgentTaskMetrics,
     EvalReport,
     ModelInfo,
     OptimizationResult,
-    PytestSummary,
     ScoreResult,
     SpeedupInterval,
     TaskScore,
@@ -223,15 +222,7 @@ def test_a_check_is_shown_on_one_line_with_its_line_breaks_escaped() -> None:
 
 def _attempt(model: str, speedup: float, low: float) -> OptimizationResult:
     """An optimization attempt of `model` at `faster`, passed when `low` is above 1.5x."""
-    metrics = AgentTaskMetrics(
-        per_benchmark_speedups=[],
-        pytest_summary=PytestSummary(passed=1),
-        pytest_failed=False,
-        snapshot_failed=False,
-        success=True,
-        fallback_to_baseline=False,
-        num_benchmarks=1,
-        num_valid_benchmarks=1,
+    metrics = attempt_metrics(
         task_speedup=speedup,
         task_speedup_ci=SpeedupInterval(
             estimate=speedup, low=low, high=2 * speedup, n=3, method="combined-log-t"
