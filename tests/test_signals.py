@@ -433,3 +433,23 @@ def test_the_controller_passes_sigterm_on_to_its_local_workers() -> None:
         remote.kill()
         remote.wait()
     assert worker.wait(timeout=WAIT_SECONDS) == -signal.SIGTERM
+
+
+def test_an_item_interrupted_between_its_call_and_its_teardown_counts_as_ran(
+    pytester: pytest.Pytester,
+) -> None:
+    """A worker killed after it sent an item's result but before its teardown report (the
+    race CI hit under `-n 2`): the item's result is in the report, so it ran."""
+    write_dataset(pytester, TASKS)
+    pytester.makeconftest(
+        """
+        def pytest_runtest_teardown(item):
+            if item.name == "alpha[oracle]":
+                raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-report=out", "-k", "alpha or beta")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert [r["nodeid"] for r in report["results"]] == ["data.jsonl::alpha[oracle]"]
+    assert report["partial"] == "PARTIAL: 1 of 2 items ran (interrupted)"

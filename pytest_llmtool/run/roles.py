@@ -319,8 +319,8 @@ class Controller:
         self.setups: dict[str, ModelSetup] = {}
         self.started = dt.datetime.now(dt.UTC)
         self.clock = time.monotonic()
-        # Items of this session that finished (one teardown report each), and those resumed.
-        self.ran = 0
+        # Items of this session whose outcome is known (by node id), and those resumed.
+        self.ran: set[str] = set()
         self.resumed = 0
         self.report: EvalReport | None = None
         self.written: list[Path] = []
@@ -380,8 +380,11 @@ class Controller:
         # may cost the journal a line, but what is journalled is in JUnit and the report too.
         # Taken off the report: pytest keeps every report to the end, and one copy of each
         # result (with its whole trace) is enough, kept as the JSON it came as.
-        if report.when == "teardown":
-            self.ran += 1
+        # Ran once its outcome is known: its call, or a setup that failed or skipped. Not
+        # only at teardown: a worker killed between an item's call and its teardown has
+        # still delivered the item's result, and the count must agree with the results.
+        if report.when != "setup" or not report.passed:
+            self.ran.add(report.nodeid)
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
             key, setup = carried.get("setup_key"), carried.get("setup")
@@ -424,7 +427,7 @@ class Controller:
         stopped = None
         if session is not None:
             collected = session.testscollected + self.resumed
-            ran = min(self.ran, session.testscollected) + self.resumed
+            ran = min(len(self.ran), session.testscollected) + self.resumed
             stopped = self._stopped(session, exitstatus)
             if stopped is None and ran < collected:
                 stopped = "not every item ran"
