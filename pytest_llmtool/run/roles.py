@@ -383,7 +383,8 @@ class Controller:
         # Ran once its outcome is known: its call, or a setup that failed or skipped. Not
         # only at teardown: a worker killed between an item's call and its teardown has
         # still delivered the item's result, and the count must agree with the results.
-        if report.when != "setup" or not report.passed:
+        # xdist's report of an item whose worker crashed (`when="???"`) is no outcome.
+        if report.when in ("call", "teardown") or (report.when == "setup" and not report.passed):
             self.ran.add(report.nodeid)
         carried = report.__dict__.pop(RESULT_ATTR, None)
         if carried is not None:
