@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, computed_field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    computed_field,
+)
 
 if TYPE_CHECKING:
     from pytest_llmtool import stats
@@ -325,22 +332,48 @@ class SubcommandMetrics(BaseModel):
     help_invocations: int = 0
 
 
-class InteractionMetrics(BaseModel):
-    """Layer 1 of a scenario's evaluation (seed 004): how the agent used the target tool.
+# Which rules scored a scenario (`kinds/scenario/rules.py`): ax-eval's current ones, or seed
+# 004's formulas.
+Rules = Literal["ax-eval", "seed"]
 
-    Informational only: these never decide an outcome.
+# Where a scenario's interaction metrics come from (ax-eval's names): the agent's own tool
+# calls, an MCP target's tools/call results, or a scan of a plain-text transcript.
+EvidenceSource = Literal[
+    "structured_tool_calls", "structured_mcp_tool_calls", "transcript_regex_fallback"
+]
+# The names results written before ax-eval's took.
+_OLD_SOURCES = {"events": "structured_tool_calls", "transcript": "transcript_regex_fallback"}
+
+
+def _evidence_source(value: Any) -> Any:
+    return _OLD_SOURCES.get(value, value) if isinstance(value, str) else value
+
+
+class InteractionMetrics(BaseModel):
+    """Layer 1 of a scenario's evaluation: how the agent used the target tool, by the rules
+    that scored it (`EvaluationResult.rules`). Never decides an outcome by itself (the
+    `target_commands` guardrail reads only whether the target was used).
+
+    `tool_reuse_count` (total - unique) was `retry_count`, and `interaction_evidence_source`
+    was `source` (`events`, `transcript`): records written before still load.
     """
 
     total_commands: int = 0
     unique_commands: int = 0
     error_count: int = 0
-    retry_count: int = 0
+    tool_reuse_count: int = Field(
+        default=0, validation_alias=AliasChoices("tool_reuse_count", "retry_count")
+    )
     help_invocations: int = 0
     first_try_success_rate: float = 0.0
     iteration_ratio: float = 0.0
     completed: bool = False
-    # structured_mcp_tool_calls: an MCP target's tools/call results (action = tool name).
-    source: Literal["events", "transcript", "structured_mcp_tool_calls"] = "events"
+    interaction_evidence_source: Annotated[EvidenceSource, BeforeValidator(_evidence_source)] = (
+        Field(
+            default="structured_tool_calls",
+            validation_alias=AliasChoices("interaction_evidence_source", "source"),
+        )
+    )
     by_subcommand: dict[str, SubcommandMetrics] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -372,18 +405,44 @@ class McpSessionRecord(BaseModel):
 
 
 class GateResult(BaseModel):
-    """Layer 2: one gate's verdict (seed 004's struct)."""
+    """Layer 2: one gate's verdict (seed 004's struct, with ax-eval's `identifier`: the gate's
+    type and what it checks, `file_exists(out.txt)`, `script(./check.sh)`; empty in a record
+    from before it)."""
 
     gate_type: str
+    identifier: str = ""
     passed: bool
     message: str
 
 
+class EvaluatorResult(BaseModel):
+    """One of ax-eval's `scripts.evaluators`, as its `metrics.json` records it: the `score`,
+    `summary` and `metrics` its JSON output gave, or the `error` that kept it from giving
+    them (a failed or timed-out script, output that is not JSON). Diagnostic: never decides."""
+
+    name: str
+    score: float | None = None
+    summary: str | None = None
+    metrics: Any = None
+    error: str | None = None
+
+
+class Prescriptiveness(BaseModel):
+    """How much the scenario's inputs (task and guidance) told the agent how to work, as the
+    judge rated it: 0 goal only, 1 hints, 2 a partial recipe, 3 step by step (ax-eval's scale)."""
+
+    level: int = Field(ge=0, le=3)
+    rationale: str = ""
+
+
 class JudgeResponse(BaseModel):
-    """Layer 3: a validated judge answer; `weighted_score` is always the recomputed one.
+    """Layer 3: a validated judge answer. `weighted_score` is recomputed from the scores, or
+    is the judge's own where that is lower (a hard cap it applied, `agents/judge.py`).
 
     Fields a rubric's `require_fields` leaves out may be missing from the answer, hence the
     defaults; `scores` is always required because the weighted score is computed from it.
+    `adjusted_score` is ours, not the judge's: `weighted_score * (1 - level/3 * discount)`,
+    informational only (never the verdict or the composite); None without a prescriptiveness.
     """
 
     scores: dict[str, float]
@@ -391,6 +450,9 @@ class JudgeResponse(BaseModel):
     confidence: float | None = None
     issues: list[str] = Field(default_factory=list)
     highlights: list[str] = Field(default_factory=list)
+    rationale: str | None = None
+    prescriptiveness: Prescriptiveness | None = None
+    adjusted_score: float | None = None
 
 
 JudgeDecision = Literal["pass", "fail", "inconclusive"]
@@ -411,27 +473,97 @@ class JudgeOpinion(BaseModel):
     decision: JudgeDecision
 
 
+GateStatus = Literal["not_configured", "passed", "failed"]
+
+
+class EfficiencyMetrics(BaseModel):
+    """ax-eval's `efficiency` block of `metrics.json`."""
+
+    total_commands: int
+    unique_commands: int
+    error_count: int
+    tool_reuse_count: int
+    help_invocations: int
+    first_try_success_rate: float
+    iteration_ratio: float
+    completed: bool
+
+
+class AxEvalMetrics(BaseModel):
+    """One scenario item as ax-eval's `metrics.json` says it, so a tool that reads ax-eval's
+    results reads ours: a view of the `EvaluationResult`, never stored apart from it.
+
+    `gate_status` is `not_configured` (no gates), `passed` or `failed`, and `failed_gates`
+    names the failed gates by identifier; `judge_passed` is None when no judge decided,
+    `judge_error` says why a judge that was asked gave no valid score, and `evaluator_results`
+    are the `scripts.evaluators`' results."""
+
+    gate_status: GateStatus
+    failed_gates: list[str]
+    details: list[GateResult]
+    judge_score: float | None
+    judge_passed: bool | None
+    judge_threshold: float | None
+    judge_error: str | None
+    composite_score: float | None
+    efficiency: EfficiencyMetrics
+    interaction_evidence_source: EvidenceSource
+    evaluator_results: list[EvaluatorResult]
+
+
 class EvaluationResult(BaseModel):
     """Seed 004's `EvaluationResult`: three layers, an optional composite, one outcome.
 
-    With repeated judging or a judge panel, `judge_score` is the mean over judges of each
-    judge's mean, `judge_panel` holds every judge's samples, and `judge_decision` is the
-    panel's (a strict majority, else inconclusive). An inconclusive judge fails the item:
-    `outcome` is "fail" and `judge_decision` says why."""
+    `rules` says which rules scored it (a record from before them was scored by seed 004's
+    formulas). `interaction_failure` names a broken `interaction.target_commands` guardrail
+    (or, under ax-eval's rules, transcript evidence from an agent that gives structured
+    calls): it fails the item as a failed gate does. With repeated judging or a judge panel,
+    `judge_score` is the mean over judges of each judge's mean, `judge_panel` holds every
+    judge's samples, and `judge_decision` is the panel's (a strict majority, else
+    inconclusive). An inconclusive judge fails the item: `outcome` is "fail" and
+    `judge_decision` says why. `metrics` is the same result in ax-eval's `metrics.json`
+    shape, derived on output."""
 
+    rules: Rules = "seed"
     interaction: InteractionMetrics
+    interaction_failure: str | None = None
     gates: list[GateResult]
     gates_passed: int
     gates_total: int
     judge_score: float | None = None
     judge_response: JudgeResponse | None = None
     judge_verdict: str | None = None
+    judge_threshold: float | None = None  # the scenario's pass_threshold, when it has a judge
     composite_score: float | None = None
     outcome: Literal["pass", "fail"]
     reason: str = ""
     judge_decision: JudgeDecision | None = None
     judge_interval: Interval | None = None
     judge_panel: list[JudgeOpinion] = Field(default_factory=list)
+    evaluator_results: list[EvaluatorResult] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def metrics(self) -> AxEvalMetrics:
+        m = self.interaction
+        failed = [g.identifier or g.gate_type for g in self.gates if not g.passed]
+        status: GateStatus = "failed" if failed else "passed" if self.gates else "not_configured"
+        decided = self.judge_decision is not None
+        return AxEvalMetrics(
+            gate_status=status,
+            failed_gates=failed,
+            details=self.gates,
+            judge_score=self.judge_score,
+            judge_passed=self.judge_decision == "pass" if decided else None,
+            judge_threshold=self.judge_threshold,
+            judge_error=self.judge_verdict if decided and self.judge_score is None else None,
+            composite_score=self.composite_score,
+            efficiency=EfficiencyMetrics.model_validate(
+                m.model_dump(include=set(EfficiencyMetrics.model_fields))
+            ),
+            interaction_evidence_source=m.interaction_evidence_source,
+            evaluator_results=self.evaluator_results,
+        )
 
 
 class ScenarioResult(ItemResult):
@@ -758,6 +890,8 @@ class ScenarioSummary(BaseModel):
 
     scenarios: int = 0
     passed: int = 0
+    # The rules that scored these items: the interaction means mix formulas when several.
+    rules: list[Rules] = Field(default_factory=list)
     gates_passed: int = 0
     gates_total: int = 0
     judged: int = 0

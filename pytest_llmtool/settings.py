@@ -242,8 +242,9 @@ OPTIONS = (
         "llm_judge_labels",
         "PATH",
         "",
-        "a labels file (JSONL or YAML: transcripts with a person's scores and verdicts) to "
-        "check the judge against at the end of the run (`llmtool judge calibrate`)",
+        "a labels file (JSONL or YAML: transcripts with a person's scores and verdicts), or "
+        "an ax-eval calibration suite (transcripts with score bands), to check the judge "
+        "against at the end of the run (`llmtool judge calibrate`)",
     ),
     OptionDef(
         "llm_judge_min_agreement",
@@ -274,6 +275,13 @@ OPTIONS = (
         "file-name patterns of scenario and optimization files: a matching file with a "
         "top-level `task:` or `optimization:` key is collected, a broken one an error; a YAML "
         "file they do not name is collected only when it is a whole valid scenario or task",
+    ),
+    OptionDef(
+        "llm_scenario_rules",
+        "RULES",
+        "ax-eval",
+        "which rules load and score scenarios: ax-eval (its current release's) or seed "
+        "(seed 004's formulas, composite.gate_weight allowed); a scenario's own `rules:` wins",
     ),
     OptionDef(
         "llm_sandbox",
@@ -606,6 +614,8 @@ class Settings:
     agent_cmd: str | None = None
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
+    # --llm-scenario-rules: the rules of a scenario whose file names none.
+    scenario_rules: Literal["ax-eval", "seed"] = "ax-eval"
     # --llm-max-line-bytes, --llm-max-yaml-bytes: what one dataset line or task file may hold.
     max_line_bytes: int = 16 << 20
     max_yaml_bytes: int = 4 << 20
@@ -708,6 +718,11 @@ class Settings:
         summary = _raw(config, "llm_summary")[0].strip().lower()
         if summary not in ("short", "full"):
             raise pytest.UsageError(f"--llm-summary: expected short or full, got {summary!r}")
+        rules = _raw(config, "llm_scenario_rules")[0].strip().lower()
+        if rules not in ("ax-eval", "seed"):
+            raise pytest.UsageError(
+                f"--llm-scenario-rules: expected ax-eval or seed, got {rules!r}"
+            )
         max_cost_text = _raw(config, "llm_max_cost")[0].strip()
         sandbox = _raw(config, "llm_sandbox")[0].strip().lower()
         if sandbox not in SANDBOX_MODES:
@@ -751,6 +766,7 @@ class Settings:
             agent_cmd=agent_cmd,
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
+            scenario_rules="seed" if rules == "seed" else "ax-eval",
             max_line_bytes=_size(config, "llm_max_line_bytes"),
             max_yaml_bytes=_size(config, "llm_max_yaml_bytes"),
             explain_collect=_flag(config, "llm_explain_collect"),

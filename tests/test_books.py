@@ -23,7 +23,8 @@ from pytest_llmtool.agents.judge import run_judge, single_criterion_rubric
 from pytest_llmtool.agents.loop import metered_chat
 from pytest_llmtool.agents.pricing import DEFAULT_PRICES
 from pytest_llmtool.kinds.scenario.interaction import from_external
-from pytest_llmtool.kinds.scenario.run import composite_score, judge_layer
+from pytest_llmtool.kinds.scenario.rules import interaction_metrics, seed_composite
+from pytest_llmtool.kinds.scenario.run import judge_layer
 from pytest_llmtool.records import (
     BudgetSummary,
     GateResult,
@@ -163,6 +164,7 @@ def _composite_run(
     data = scenario(**overrides)
     data["evaluation"]["judge"] = {"enabled": True, "rubric": "rubric.yaml"}
     data["evaluation"]["composite"] = COMPOSITE
+    data["rules"] = "seed"  # seed 004's three-layer composite (ax-eval's has no gate share)
     write_scenario(project, data)
     pytester.runpytest("--llm-report=out", *args)
     (run,) = read_report(pytester)["scenarios"]
@@ -187,7 +189,7 @@ def test_a_judge_not_asked_after_a_failed_gate_counts_zero(
     evaluation = _composite_run(
         pytester, project, "--llm-judge-model=haiku", solution=["note add milk"]
     )
-    assert evaluation["judge_verdict"] == "judge not asked: a gate already failed"
+    assert evaluation["judge_verdict"] == "judge not asked: a guardrail already failed"
     # first-try 1.0 (one command, exit 0), gates 1/3, judge 0: (0.1 + 0.5 / 3) / 1.1
     assert evaluation["composite_score"] == pytest.approx((0.1 + 0.5 / 3) / 1.1)
     assert server.requests == []
@@ -243,9 +245,9 @@ def test_composite_score_counts_a_zero_layer_and_drops_an_absent_one() -> None:
     metrics = InteractionMetrics(first_try_success_rate=0.5)
     weights = (0.5, 0.3, 0.2)
     # gates 1/2: (0.3 * 0.5 + 0.2 * 0.5 + 0.5 * 0) / 1.0
-    assert composite_score(weights, GATES, 0.0, metrics) == pytest.approx(0.25)
+    assert seed_composite(weights, GATES, 0.0, metrics) == pytest.approx(0.25)
     # judge absent: (0.3 * 0.5 + 0.2 * 0.5) / 0.5
-    assert composite_score(weights, GATES, None, metrics) == pytest.approx(0.5)
+    assert seed_composite(weights, GATES, None, metrics) == pytest.approx(0.5)
 
 
 # --llm-max-cost. Every task needs three calls; each call is 500 in / 20 out on haiku:
@@ -398,9 +400,10 @@ def test_an_external_agents_events_are_the_source_of_its_metrics(
     result.assert_outcomes(failed=1)  # no_transcript_errors: `note frobnicate` exited 2
     (run,) = read_report(pytester)["scenarios"]
     metrics = run["evaluation"]["interaction"]
-    assert metrics["source"] == "events"
+    assert metrics["interaction_evidence_source"] == "structured_tool_calls"
     assert (metrics["total_commands"], metrics["error_count"]) == (3, 1)
-    assert metrics["first_try_success_rate"] == pytest.approx(2 / 3)
+    # ax-eval's rules: 2 distinct actions (add, frobnicate), the first of each: add ok.
+    assert metrics["first_try_success_rate"] == pytest.approx(1 / 2)
     assert metrics["by_subcommand"]["frobnicate"]["errors"] == 1
     gates = {g["gate_type"]: g["passed"] for g in run["evaluation"]["gates"]}
     assert gates["no_transcript_errors"] is False
@@ -415,30 +418,39 @@ def test_an_unreadable_events_file_falls_back_to_the_transcript_and_says_so(
     pattern = compile_pattern(None, "note")
     transcript = "$ note add milk\nadded\n$ note frobnicate\nexit code: 2\n"
     events = tmp_path / "events.jsonl"
-    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
-    assert (metrics.source, metrics.error_count, note) == ("transcript", 1, None)
+    found = from_external(tmp_path, events, transcript, pattern)
+    metrics = interaction_metrics(found, True, "seed")
+    assert (found.source, metrics.error_count, found.note) == ("transcript_regex_fallback", 1, None)
+    assert not found.structured  # no events file: an agent that gives no structured calls
 
     events.write_text('{"event": "tool_result", "command": "note add milk"}\n')
-    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
-    assert metrics.source == "transcript" and metrics.total_commands == 2
+    found = from_external(tmp_path, events, transcript, pattern)
+    assert found.source == "transcript_regex_fallback" and len(found.events) == 2
+    assert found.structured  # it left an events file: ax-eval's rules refuse the fallback
+    note = found.note
     assert note is not None
     assert note.startswith("events.jsonl not used, metrics from the transcript: ")
     assert note.endswith("events.jsonl:1: tool_result without 'exit_code'")
 
     events.unlink()
     events.symlink_to(tmp_path / "elsewhere")
-    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
-    assert metrics.source == "transcript"
-    assert note == "events.jsonl not used (not a regular file), metrics from the transcript"
+    found = from_external(tmp_path, events, transcript, pattern)
+    assert found.source == "transcript_regex_fallback" and found.structured
+    assert found.note == "events.jsonl not used (not a regular file), metrics from the transcript"
 
     events.unlink()
     events.write_text(
         '{"event": "tool_result", "command": "note frobnicate", "exit_code": 2}\n'
         '{"event": "tool_result", "command": "note frobnicate", "exit_code": 0}\n'
     )
-    metrics, note = from_external(tmp_path, events, transcript, pattern, True)
-    assert (metrics.source, metrics.total_commands, metrics.error_count) == ("events", 2, 1)
-    assert note is None
+    found = from_external(tmp_path, events, transcript, pattern)
+    metrics = interaction_metrics(found, True, "seed")
+    assert (found.source, metrics.total_commands, metrics.error_count) == (
+        "structured_tool_calls",
+        2,
+        1,
+    )
+    assert found.note is None
 
 
 # --- prices and limits that would switch the limit off (issue 18) -------------------------

@@ -119,7 +119,12 @@ def test_gates_are_frozen() -> None:
 
 def test_command_succeeds(tmp_path: Path) -> None:
     ok = run(CommandSucceeds(command="true"), tmp_path)
-    assert ok == GateResult(gate_type="command_succeeds", passed=True, message="`true` exited 0")
+    assert ok == GateResult(
+        gate_type="command_succeeds",
+        identifier="command_succeeds(true)",
+        passed=True,
+        message="`true` exited 0",
+    )
     bad = run(CommandSucceeds(command="echo oops >&2; exit 3"), tmp_path)
     assert not bad.passed
     assert "exited 3" in bad.message and "oops" in bad.message
@@ -287,7 +292,12 @@ def test_file_exists(tmp_path: Path) -> None:
     (tmp_path / ".tool").mkdir()
     (tmp_path / ".tool" / "store.db").write_text("")
     ok = run(FileExists(path=".tool/store.db"), tmp_path)
-    assert ok == GateResult(gate_type="file_exists", passed=True, message=".tool/store.db exists")
+    assert ok == GateResult(
+        gate_type="file_exists",
+        identifier="file_exists(.tool/store.db)",
+        passed=True,
+        message=".tool/store.db exists",
+    )
     missing = run(FileExists(path="nope.db"), tmp_path)
     assert not missing.passed and "nope.db does not exist" in missing.message
 
@@ -351,7 +361,9 @@ def test_no_transcript_errors(tmp_path: Path) -> None:
     )
     result = asyncio.run(run_gate(NoTranscriptErrors(), context(tmp_path, interaction=dirty)))
     assert not result.passed
-    assert result.message == ("2 of 4 target-tool commands exited non-zero (by subcommand: add 2)")
+    assert result.message == (
+        "2 of 4 target-tool commands failed (non-zero or unknown exit) (by subcommand: add 2)"
+    )
 
 
 # --- script -------------------------------------------------------------------------------
@@ -369,7 +381,10 @@ def test_script_json_verdict_overrides_exit_code(tmp_path: Path) -> None:
         command="""echo '{"passed": false, "message": "3 of 5 found"}'""", description="d"
     )
     assert run(says_no, tmp_path) == GateResult(
-        gate_type="script", passed=False, message="d: 3 of 5 found"
+        gate_type="script",
+        identifier=f"script({says_no.command})",
+        passed=False,
+        message="d: 3 of 5 found",
     )
     says_yes = Script(command="""echo '{"passed": true}'; exit 1""", description="d")
     result = run(says_yes, tmp_path)
@@ -430,6 +445,7 @@ def test_a_crashing_gate_becomes_a_failed_result(
     results = asyncio.run(run_gates(batch, context(tmp_path)))
     assert results[0] == GateResult(
         gate_type="command_succeeds",
+        identifier="command_succeeds(explode)",
         passed=False,
         message="gate crashed: RuntimeError: shell is gone",
     )

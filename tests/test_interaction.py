@@ -9,16 +9,25 @@ from pathlib import Path
 import pytest
 
 from pytest_llmtool.kinds.scenario.interaction import (
+    Call,
+    Evidence,
     compile_pattern,
     default_pattern,
     events_text,
+    from_calls,
     from_tool_calls,
     from_transcript,
     read_events,
 )
-from pytest_llmtool.records import SubcommandMetrics, ToolCallResult
+from pytest_llmtool.kinds.scenario.rules import interaction_metrics
+from pytest_llmtool.records import InteractionMetrics, SubcommandMetrics, ToolCallResult
 
 TODO = default_pattern("todo")
+
+
+def seed(evidence: Evidence, completed: bool) -> InteractionMetrics:
+    """Seed 004's figures (these tests pin them; ax-eval's are in test_ax_eval_metrics.py)."""
+    return interaction_metrics(evidence, completed, "seed")
 
 
 def call(command: str, exit_code: int = 0, stdout: str = "", stderr: str = "") -> ToolCallResult:
@@ -33,14 +42,14 @@ def test_metrics_from_hand_made_calls() -> None:
         call("todo --help"),
         call("ls"),  # not the target tool
     ]
-    m = from_tool_calls(calls, TODO, completed=True)
-    assert m.source == "events"
+    m = seed(from_tool_calls(calls, TODO), True)
+    assert m.interaction_evidence_source == "structured_tool_calls"
     assert m.completed is True
     assert m.total_commands == 4  # three `todo add a` + one `todo --help`
     assert m.unique_commands == 2  # `todo add a`, `todo --help`
     assert m.error_count == 1  # the second `todo add a`
     assert m.error_rate == 0.25  # 1 / 4
-    assert m.retry_count == 2  # 4 - 2
+    assert m.tool_reuse_count == 2  # 4 - 2
     assert m.help_invocations == 1  # `todo --help`
     # Distinct commands whose first run exited 0: `todo add a` (first ok), `todo --help` = 2.
     assert m.first_try_success_rate == 0.5  # 2 / 4
@@ -49,16 +58,16 @@ def test_metrics_from_hand_made_calls() -> None:
 
 def test_first_try_counts_a_command_whose_first_run_failed_as_not_first_try() -> None:
     calls = [call("todo add a", exit_code=2), call("todo add a"), call("todo list")]
-    m = from_tool_calls(calls, TODO, completed=False)
+    m = seed(from_tool_calls(calls, TODO), False)
     # `todo add a` first failed -> 0; `todo list` first ok -> 1; total 3.
     assert m.first_try_success_rate == pytest.approx(1 / 3)
     assert m.iteration_ratio == pytest.approx(2 / 3)  # 2 unique / 3 total
-    assert (m.error_count, m.retry_count, m.completed) == (1, 1, False)
+    assert (m.error_count, m.tool_reuse_count, m.completed) == (1, 1, False)
 
 
 def test_no_target_commands_gives_zero_rates() -> None:
-    m = from_tool_calls([call("ls"), call("cat todo.txt")], TODO, completed=True)
-    assert (m.total_commands, m.unique_commands, m.error_count, m.retry_count) == (0, 0, 0, 0)
+    m = seed(from_tool_calls([call("ls"), call("cat todo.txt")], TODO), True)
+    assert (m.total_commands, m.unique_commands, m.error_count, m.tool_reuse_count) == (0, 0, 0, 0)
     assert m.first_try_success_rate == 0.0
     assert m.iteration_ratio == 0.0
     assert m.error_rate == 0.0
@@ -75,7 +84,7 @@ def test_subcommand_breakdown() -> None:
         call("todo help"),
         call("todo"),  # no subcommand: counted, not broken down
     ]
-    m = from_tool_calls(calls, TODO, completed=True)
+    m = seed(from_tool_calls(calls, TODO), True)
     assert m.total_commands == 7
     assert m.help_invocations == 2  # `todo add --help`, `todo help`
     assert m.by_subcommand == {
@@ -86,7 +95,7 @@ def test_subcommand_breakdown() -> None:
 
 
 def test_subcommand_is_group_one_of_the_first_match() -> None:
-    m = from_tool_calls([call("todo add x && todo list")], TODO, completed=True)
+    m = seed(from_tool_calls([call("todo add x && todo list")], TODO), True)
     assert m.total_commands == 1  # one tool call is one command
     assert list(m.by_subcommand) == ["add"]
 
@@ -94,7 +103,7 @@ def test_subcommand_is_group_one_of_the_first_match() -> None:
 def test_pattern_without_group_gives_aggregates_only() -> None:
     pattern = compile_pattern(r"\btodo\b", "todo")
     calls = [call("todo add a"), call("todo add a", exit_code=1), call("todo list -h")]
-    m = from_tool_calls(calls, pattern, completed=True)
+    m = seed(from_tool_calls(calls, pattern), True)
     assert (m.total_commands, m.unique_commands, m.error_count, m.help_invocations) == (3, 2, 1, 1)
     assert m.by_subcommand == {}
 
@@ -102,7 +111,7 @@ def test_pattern_without_group_gives_aggregates_only() -> None:
 def test_custom_pattern_with_group() -> None:
     pattern = compile_pattern(r"my-tool\s+(\S+)", "ignored")
     calls = [call("my-tool create x"), call("my-tool create --help"), call("my-tool list")]
-    m = from_tool_calls(calls, pattern, completed=True)
+    m = seed(from_tool_calls(calls, pattern), True)
     assert m.help_invocations == 1
     assert m.by_subcommand["create"] == SubcommandMetrics(total=2, errors=0, help_invocations=1)
     assert m.by_subcommand["list"] == SubcommandMetrics(total=1)
@@ -122,7 +131,7 @@ def test_custom_pattern_with_group() -> None:
     ],
 )
 def test_help_detection(command: str, asks_help: bool) -> None:
-    m = from_tool_calls([call(command)], TODO, completed=True)
+    m = seed(from_tool_calls([call(command)], TODO), True)
     assert m.help_invocations == int(asks_help)
 
 
@@ -201,14 +210,14 @@ Done.
 
 
 def test_transcript_fallback() -> None:
-    m = from_transcript(TRANSCRIPT, TODO, completed=True)
-    assert m.source == "transcript"
+    m = seed(from_transcript(TRANSCRIPT, TODO), True)
+    assert m.interaction_evidence_source == "transcript_regex_fallback"
     assert m.total_commands == 7
     # Distinct stripped lines: add milk, list --all, list, --help, done 1.
     assert m.unique_commands == 5
     # add milk (2nd: "Error"), list --all (exit 2), done 1 (1st: "failed").
     assert m.error_count == 3
-    assert m.retry_count == 2  # 7 - 5
+    assert m.tool_reuse_count == 2  # 7 - 5
     assert m.help_invocations == 1
     # First runs ok: add milk, list, --help = 3 (list --all and done 1 failed first).
     assert m.first_try_success_rate == pytest.approx(3 / 7)
@@ -235,14 +244,14 @@ def test_transcript_fallback() -> None:
 )
 def test_transcript_exit_code_detection(output: list[str], errors: int) -> None:
     transcript = "\n".join(["$ todo list", *output])
-    m = from_transcript(transcript, TODO, completed=False)
+    m = seed(from_transcript(transcript, TODO), False)
     assert m.total_commands == 1
     assert m.error_count == errors
 
 
 def test_transcript_window_stops_at_the_next_command() -> None:
     transcript = "$ todo list\n$ todo add x\nerror: bad"
-    m = from_transcript(transcript, TODO, completed=True)
+    m = seed(from_transcript(transcript, TODO), True)
     # The error belongs to `todo add x` only.
     assert m.by_subcommand["list"].errors == 0
     assert m.by_subcommand["add"].errors == 1
@@ -266,7 +275,7 @@ def test_events_round_trip(tmp_path: Path) -> None:
         "stdout": "",
         "stderr": "boom\n",
     }
-    assert read_events(path) == calls
+    assert read_events(path) == [Call("todo add 'ünïcode'", 0), Call("todo list", 2)]
 
 
 def test_read_events_skips_blank_lines_and_other_events(tmp_path: Path) -> None:
@@ -278,7 +287,7 @@ def test_read_events_skips_blank_lines_and_other_events(tmp_path: Path) -> None:
         {"event": "complete", "ts": 0.3},
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n  \n", encoding="utf-8")
-    assert read_events(path) == [call("todo list", exit_code=1)]
+    assert read_events(path) == [Call("todo list", 1)]
 
 
 @pytest.mark.parametrize(
@@ -302,4 +311,4 @@ def test_metrics_round_trip_through_events(tmp_path: Path) -> None:
     calls = [call("todo add a"), call("todo add a", exit_code=1), call("ls")]
     path = tmp_path / "events.jsonl"
     path.write_text(events_text(calls), encoding="utf-8")
-    assert from_tool_calls(read_events(path), TODO, True) == from_tool_calls(calls, TODO, True)
+    assert from_calls(read_events(path), TODO) == from_tool_calls(calls, TODO)

@@ -193,7 +193,7 @@ def test_judge_prompt_inlines_task_rubric_and_skeleton() -> None:
     assert "JSON only" in PROMPT
     start = PROMPT.index("{\n")
     skeleton, _ = json.JSONDecoder().raw_decode(PROMPT, start)
-    assert list(skeleton) == FIELDS
+    assert list(skeleton) == [*FIELDS, "rationale", "prescriptiveness"]
     assert list(skeleton["scores"]) == RUBRIC.ids
 
 

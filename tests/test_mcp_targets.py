@@ -21,6 +21,7 @@ from helpers import RUBRIC, read_report, scenario, write_scenario
 from mcp.server.mcpserver import MCPServer
 
 from pytest_llmtool.kinds.scenario.interaction import from_mcp_calls
+from pytest_llmtool.kinds.scenario.rules import interaction_metrics
 from pytest_llmtool.kinds.scenario.run import mcp_judge_context
 from pytest_llmtool.records import McpSessionRecord, McpToolCall
 
@@ -159,8 +160,9 @@ def test_the_example_mcp_scenarios_pass_under_oracle_and_fail_under_nop(
         "delete_note",
     ]
     metrics = stdio["evaluation"]["interaction"]
-    assert metrics["source"] == "structured_mcp_tool_calls"
-    assert (metrics["total_commands"], metrics["unique_commands"]) == (6, 6)
+    assert metrics["interaction_evidence_source"] == "structured_mcp_tool_calls"
+    # ax-eval's actions, (server, tool): help, add_note, list_notes, delete_note
+    assert (metrics["total_commands"], metrics["unique_commands"]) == (6, 4)
     assert (metrics["error_count"], metrics["help_invocations"]) == (0, 1)
     assert metrics["by_subcommand"]["add_note"] == {"total": 3, "errors": 0, "help_invocations": 0}
     # The stdio server ran in the work directory: its store is there.
@@ -210,13 +212,14 @@ def test_a_scripted_models_tool_calls_reach_the_server_and_are_counted(
     result.assert_outcomes(failed=1)
     (run,) = read_report(pytester)["scenarios"]
     metrics = run["evaluation"]["interaction"]
-    # By hand: add (ok), add again (error, retry), help (ok, help), get 7 (error), list (ok).
+    # By hand: add (ok), add again (error, reuse), help (ok, help), get 7 (error), list (ok).
+    # ax-eval's actions, (server, tool): add_note, help, get_note, list_notes.
     assert metrics["total_commands"] == 5
     assert metrics["unique_commands"] == 4
     assert metrics["error_count"] == 2
-    assert metrics["retry_count"] == 1
+    assert metrics["tool_reuse_count"] == 1
     assert metrics["help_invocations"] == 1
-    assert metrics["first_try_success_rate"] == 3 / 5
+    assert metrics["first_try_success_rate"] == 3 / 4  # add, help, list first succeeded
     assert metrics["iteration_ratio"] == 4 / 5
     assert metrics["error_rate"] == 2 / 5
     assert metrics["completed"] is True
@@ -355,7 +358,7 @@ def test_a_missing_declared_tool_is_an_error_naming_it(
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"kind": "grpc"}, "target: 'binary' is a required property"),
+        ({"kind": "grpc"}, "target.kind: unknown target kind 'grpc'; valid kinds: cli, mcp"),
         ({"tools": None}, "target.tools: None is not of type 'array'"),
         (
             {"transport": {"type": "sse", "url": "http://127.0.0.1:1/"}},
@@ -578,12 +581,17 @@ def test_metrics_project_mcp_calls_onto_actions_and_outcomes() -> None:
         _call("put", True, key="b"),
         _call("put", key="a"),
     ]
-    metrics = from_mcp_calls(calls, completed=False)
-    assert metrics.source == "structured_mcp_tool_calls"
-    assert (metrics.total_commands, metrics.unique_commands, metrics.retry_count) == (5, 3, 2)
+    metrics = interaction_metrics(from_mcp_calls(calls), False, "seed")
+    assert metrics.interaction_evidence_source == "structured_mcp_tool_calls"
+    # seed 004: a command is the tool with its arguments; first-try over all calls
+    assert (metrics.total_commands, metrics.unique_commands, metrics.tool_reuse_count) == (5, 3, 2)
     assert (metrics.error_count, metrics.help_invocations) == (2, 1)
     assert metrics.first_try_success_rate == 2 / 5
     assert metrics.by_subcommand["put"].errors == 2
+    # ax-eval: an action is (server, tool), first-try over the distinct actions
+    ax = interaction_metrics(from_mcp_calls(calls), False, "ax-eval")
+    assert (ax.total_commands, ax.unique_commands, ax.tool_reuse_count) == (5, 2, 3)
+    assert (ax.first_try_success_rate, ax.iteration_ratio) == (1.0, 2 / 5)
 
 
 def test_the_judge_sees_the_server_its_tools_and_the_first_50_calls() -> None:

@@ -280,6 +280,8 @@ def test_no_process_outlives_a_cancellation(item_root: Path) -> None:
 
 
 def _with_gates(solution: list[str], *gates: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    # These solutions probe the sandbox, not the target: its use is optional.
+    extra.setdefault("interaction", {"target_commands": "optional"})
     data = scenario(solution=solution, **extra)
     data["evaluation"]["gates"] = list(gates)
     return data

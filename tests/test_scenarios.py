@@ -25,7 +25,8 @@ def test_oracle_passes_and_nop_fails_the_right_gates(
     result.stdout.fnmatch_lines(
         [
             "*_ scenario add_notes[[]nop] _*",
-            "2/3 gates failed: command_json_path, file_contains",
+            "interaction.target_commands: required, but the agent never used the target `note`;"
+            " 2/3 gates failed: command_json_path, file_contains",
             "",
             "FAIL  command_json_path*",
             "FAIL  file_contains*",
@@ -109,7 +110,10 @@ def test_scenarios_run_under_xdist(pytester: pytest.Pytester, project: Path) -> 
             },
             "evaluation.gates[[]0].assertion: 'len >> 3' does not match*",
         ),
-        ({"template_folder": "nowhere"}, "template_folder: */nowhere is not a directory"),
+        (
+            {"template_folder": "nowhere"},
+            "template_folder: neither */nowhere nor */templates/nowhere is a directory",
+        ),
         (
             {
                 "evaluation": {
@@ -119,7 +123,7 @@ def test_scenarios_run_under_xdist(pytester: pytest.Pytester, project: Path) -> 
             },
             "evaluation.judge.rubric: *missing.yaml*",
         ),
-        ({"tool_matrix": []}, "tool_matrix: not supported (choose models with --llm-model)"),
+        ({"cost": {}}, "cost: not supported (use --llm-max-cost)"),
     ],
 )
 def test_bad_scenarios_name_the_key_path_and_the_rest_run(
@@ -158,7 +162,7 @@ def test_upstream_samples_get_migration_pointers(pytester: pytest.Pytester) -> N
         [
             "*capture_basic.yaml: evaluation.gates[[]0].type: 'min_notes' is an old domain gate*",
             "*link_navigation.yaml: *evaluation.gates[[]1].type: 'min_links' is an old domain*",
-            "*hello_validation.yaml: tool_matrix: not supported*",
+            "*hello_validation.yaml: (top level): 'target' is a required property*",
         ]
     )
 
@@ -182,7 +186,7 @@ def test_the_agent_environment_has_no_secrets(
 ) -> None:
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "MY_SERVICE_TOKEN"):
         monkeypatch.setenv(name, SECRET)
-    data = scenario(solution=["env > env.txt"])
+    data = scenario(solution=["env > env.txt"], interaction={"target_commands": "optional"})
     data["target"]["env"] = {"NOTE_COLOR": "never"}
     data["evaluation"]["gates"] = [
         {"type": "file_contains", "path": "env.txt", "substring": "NOTE_COLOR=never"},
@@ -264,7 +268,7 @@ def test_external_agent_command(pytester: pytest.Pytester, project: Path) -> Non
     result.assert_outcomes(failed=1)  # the transcript shows a failed note command
     (run,) = read_report(pytester)["scenarios"]
     metrics = run["evaluation"]["interaction"]
-    assert metrics["source"] == "transcript"
+    assert metrics["interaction_evidence_source"] == "transcript_regex_fallback"
     assert metrics["total_commands"] == 3
     assert metrics["error_count"] == 1
     assert metrics["completed"] is True
@@ -291,15 +295,15 @@ def test_interaction_metrics_of_a_scripted_conversation(
     (run,) = read_report(pytester)["scenarios"]
     metrics = run["evaluation"]["interaction"]
     # note commands: add milk (ok), frobnicate (2, fails), frobnicate (2, fails), --help (ok),
-    # add eggs (ok); `ls` is not the target tool.
+    # add eggs (ok); `ls` is not the target tool. ax-eval's actions: add, frobnicate, help.
     assert metrics["total_commands"] == 5
-    assert metrics["unique_commands"] == 4
+    assert metrics["unique_commands"] == 3
     assert metrics["error_count"] == 2
-    assert metrics["retry_count"] == 1
+    assert metrics["tool_reuse_count"] == 2
     assert metrics["help_invocations"] == 1
-    # distinct commands whose first run succeeded (milk, --help, eggs) over all commands
-    assert metrics["first_try_success_rate"] == 3 / 5
-    assert metrics["iteration_ratio"] == 4 / 5
+    # actions whose first call succeeded (add, help) over distinct actions
+    assert metrics["first_try_success_rate"] == 2 / 3
+    assert metrics["iteration_ratio"] == 3 / 5
     assert metrics["completed"] is True
     assert metrics["by_subcommand"]["frobnicate"] == {
         "total": 2,
@@ -350,6 +354,7 @@ def test_the_judge_is_validated_recomputed_and_applied(
     data = scenario()
     data["evaluation"]["judge"] = {"enabled": True, "rubric": "rubric.yaml", "pass_threshold": 0.7}
     data["evaluation"]["composite"] = {"gate_weight": 0.5, "judge_weight": 0.5}
+    data["rules"] = "seed"  # seed 004's composite, with its gate share
     write_scenario(project, data)
     server.script_containing(PROMPT, [_judged(a) for a in answers])
     result = pytester.runpytest("--llm-judge-model=haiku", "--llm-report=out")
@@ -381,7 +386,7 @@ def test_judge_is_not_asked_when_a_gate_failed(
     write_scenario(project, data)
     result = pytester.runpytest("--llm-judge-model=haiku")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gates failed*; judge not asked: a gate already failed"])
+    result.stdout.fnmatch_lines(["*gates failed*; judge not asked: a guardrail already failed"])
     assert server.requests == []
 
 

@@ -132,18 +132,35 @@ def gates(results: Sequence[GateResult]) -> str:
 
 
 def judge(response: JudgeResponse | None, score: float | None, verdict: str | None) -> str:
-    """The judge's score, verdict, per-criterion scores, issues and highlights."""
+    """The judge's score, verdict, per-criterion scores, rationale, prescriptiveness and
+    adjusted score, issues and highlights."""
     said = [f"<p>Score {esc(f'{score:.2f}' if score is not None else 'none')}"]
     if verdict:
         said.append(f"; verdict: {esc(verdict)}")
     said.append("</p>")
     if response is not None:
         said.append(table(["Criterion", "Score"], sorted(response.scores.items())))
+        if response.rationale:
+            said.append(f"<p>Rationale: {esc(response.rationale)}</p>")
+        if rated := prescriptiveness(response):
+            said.append(f"<p>{esc(rated)}</p>")
         for title, entries in (("Issues", response.issues), ("Highlights", response.highlights)):
             if entries:
                 items = "".join(f"<li>{esc(e)}</li>" for e in entries)
                 said.append(f"<p>{title}:</p><ul>{items}</ul>")
     return fold("Judge", "".join(said), section="judge", is_open=True)
+
+
+def prescriptiveness(response: JudgeResponse) -> str:
+    """The judge's prescriptiveness rating and the adjusted score it gives, in one line ("" when
+    the judge gave none)."""
+    rated = response.prescriptiveness
+    if rated is None:
+        return ""
+    why = f" ({rated.rationale})" if rated.rationale else ""
+    adjusted = response.adjusted_score
+    shown = f"; adjusted score {adjusted:.2f} (informational)" if adjusted is not None else ""
+    return f"Prescriptiveness {rated.level}/3{why}{shown}"
 
 
 def calls(metrics: Sequence[LLMCallMetrics]) -> str:

@@ -312,7 +312,23 @@ async def run_gate(gate: Gate, ctx: GateContext) -> GateResult:
     # The author's description tells two gates of one type apart in every report.
     if gate.description:
         message = f"{gate.description}: {message}"
-    return GateResult(gate_type=gate.type, passed=passed, message=message)
+    return GateResult(
+        gate_type=gate.type, identifier=identifier(gate), passed=passed, message=message
+    )
+
+
+def identifier(gate: Gate) -> str:
+    """ax-eval's name of a gate in its results: its type and what it checks (the command,
+    path or tool), so two gates of one type stay apart: `file_exists(out.txt)`."""
+    match gate:
+        case NoTranscriptErrors():
+            return gate.type
+        case McpToolJsonPath():
+            return f"{gate.type}({gate.tool})"
+        case FileExists() | FileContains() | FileMatches():
+            return f"{gate.type}({gate.path})"
+        case _:
+            return f"{gate.type}({gate.command})"
 
 
 async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
@@ -450,7 +466,7 @@ def _no_transcript_errors(metrics: InteractionMetrics) -> tuple[bool, str]:
     where = f" (by subcommand: {failing})" if failing else ""
     return False, (
         f"{metrics.error_count} of {metrics.total_commands} target-tool commands "
-        f"exited non-zero{where}"
+        f"failed (non-zero or unknown exit){where}"
     )
 
 

@@ -1,29 +1,23 @@
-"""Layer 1 of a scenario's evaluation (seed 004): how the agent used the target tool.
+"""Layer 1 of a scenario's evaluation: which calls of the agent used the target tool.
 
-Metrics come from the agent's tool calls, which carry real exit codes (`from_tool_calls`): the
-built-in agent's, or those an external agent wrote to `events.jsonl`; or, for external agents
-that leave only a plain-text transcript, from a line-by-line scan whose exit codes are guessed
-(`from_transcript`). Formulas follow seed 004 where llm-tool-test's code
-differs from it: the iteration ratio is unique / total, not total / unique.
+This module finds the evidence (`Evidence`: each target-tool call, its action and outcome);
+`rules.py` turns it into figures by the rules that score the scenario. The evidence comes from
+the agent's tool calls, which carry real exit codes (`from_tool_calls`): the built-in agent's,
+or those an external agent wrote to `events.jsonl`; from an MCP target's tools/call results
+(`from_mcp_calls`); or, for external agents that leave only a plain-text transcript, from a
+line-by-line scan whose exit codes are guessed (`from_transcript`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Literal
 
-from pydantic import ValidationError
-
-from pytest_llmtool.records import (
-    InteractionMetrics,
-    McpToolCall,
-    SubcommandMetrics,
-    ToolCallResult,
-)
+from pytest_llmtool.records import EvidenceSource, McpToolCall, ToolCallResult
 from pytest_llmtool.sandbox import hostio
 from pytest_llmtool.sandbox.external import event_records
 
@@ -33,6 +27,7 @@ _BEFORE = r"\s;&|(`/"
 _AFTER = r"\s;&|)`<>"
 _HELP_FLAGS = frozenset({"--help", "-h"})
 _HELP_SUBCOMMAND = "help"
+_NO_SUBCOMMAND = "command"  # ax-eval's action for the binary called with no argument
 # Where one shell command in a pipeline or list ends; help flags beyond it are not ours.
 _COMMAND_END = re.compile(r"[;&|\n]")
 
@@ -73,26 +68,73 @@ def compile_pattern(pattern: str | None, binary: str) -> re.Pattern[str]:
 
 
 @dataclass(frozen=True)
-class _Command:
-    """One target-tool command: its text (the identity for uniqueness) and outcome."""
+class Call:
+    """One command the agent ran, and how it exited (None: unknown)."""
+
+    command: str
+    exit_code: int | None
+
+
+@dataclass(frozen=True)
+class TargetEvent:
+    """One call of the target tool.
+
+    `text` is the whole command (an MCP call: its tool and arguments), seed 004's identity of
+    a command; `action` is ax-eval's: the subcommand of a CLI target (the word after the
+    binary, `help` when the call asks for help, `command` when there is no word), or the
+    (server, tool) pair of an MCP target. An unknown exit status is not a success.
+    """
 
     text: str
-    exit_code: int
-    subcommand: str | None
+    action: str
+    exit_code: int | None
+    subcommand: str | None  # the key of `by_subcommand`, when there is one
     asks_help: bool
 
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != 0
 
-def _identify(text: str, pattern: re.Pattern[str], exit_code: int) -> _Command | None:
-    """The target-tool command in `text`, or None if `pattern` finds none there."""
+
+@dataclass(frozen=True)
+class Evidence:
+    """The target-tool calls of one run, where they came from, and a note when an events file
+    was given but not usable. `structured` says the agent gives structured tool calls (the
+    built-in agent always does; an external one when it leaves an events file), so that
+    transcript evidence from it is a fallback it should not have needed."""
+
+    events: list[TargetEvent]
+    source: EvidenceSource
+    structured: bool
+    note: str | None = None
+
+
+def _identify(text: str, pattern: re.Pattern[str], exit_code: int | None) -> TargetEvent | None:
+    """The target-tool call in `text`, or None if `pattern` finds none there."""
     matches = list(pattern.finditer(text))
     if not matches:
         return None
-    return _Command(
+    first = matches[0]
+    subcommand = first.group(1) if pattern.groups else None
+    asks_help = any(_asks_help(text, m) for m in matches)
+    return TargetEvent(
         text=text.strip(),
+        action=_HELP_SUBCOMMAND if asks_help else subcommand or _next_word(text, first),
         exit_code=exit_code,
-        subcommand=matches[0].group(1) if pattern.groups else None,
-        asks_help=any(_asks_help(text, m) for m in matches),
+        subcommand=subcommand,
+        asks_help=asks_help,
     )
+
+
+def _next_word(text: str, match: re.Match[str]) -> str:
+    """The word after the binary in this invocation (up to the next shell operator)."""
+    end = _COMMAND_END.search(text, match.end())
+    rest = text[match.end() : end.start() if end else len(text)]
+    try:
+        words = shlex.split(rest)
+    except ValueError:  # an unclosed quote
+        words = rest.split()
+    return words[0] if words else _NO_SUBCOMMAND
 
 
 def _asks_help(text: str, match: re.Match[str]) -> bool:
@@ -105,76 +147,39 @@ def _asks_help(text: str, match: re.Match[str]) -> bool:
     return not _HELP_FLAGS.isdisjoint(segment.split())
 
 
-def _aggregate(
-    commands: Iterable[_Command],
-    completed: bool,
-    source: Literal["events", "transcript", "structured_mcp_tool_calls"],
-) -> InteractionMetrics:
-    """Seed 004's formulas over target-tool commands in the order they ran.
+def from_calls(calls: Iterable[Call], pattern: re.Pattern[str]) -> Evidence:
+    """Structured evidence: the agent's own calls (the preferred source: exit codes are real).
 
-    The first-try success rate reads "commands that succeeded on first attempt / total
-    commands" as: distinct command texts whose first run exited 0, over all runs. Repeating a
-    command that worked does not raise it; repeating one that failed lowers it.
+    Each call whose command text matches `pattern` is one target-tool call, even when it
+    invokes the tool several times (`todo add a && todo list`: its action is the first's).
+    Nothing else is read: a transcript that mentions the tool does not count as using it.
     """
-    total = errors = helps = first_try_ok = 0
-    seen: set[str] = set()
-    by_sub: dict[str, SubcommandMetrics] = {}
-    for cmd in commands:
-        total += 1
-        failed = cmd.exit_code != 0
-        errors += failed
-        helps += cmd.asks_help
-        if cmd.text not in seen:
-            seen.add(cmd.text)
-            first_try_ok += not failed
-        if cmd.subcommand is not None:
-            sub = by_sub.setdefault(cmd.subcommand, SubcommandMetrics())
-            sub.total += 1
-            sub.errors += failed
-            sub.help_invocations += cmd.asks_help
-    unique = len(seen)
-    return InteractionMetrics(
-        total_commands=total,
-        unique_commands=unique,
-        error_count=errors,
-        retry_count=total - unique,
-        help_invocations=helps,
-        first_try_success_rate=first_try_ok / total if total else 0.0,
-        iteration_ratio=unique / total if total else 0.0,
-        completed=completed,
-        source=source,
-        by_subcommand=by_sub,
-    )
+    events = (_identify(call.command, pattern, call.exit_code) for call in calls)
+    return Evidence([e for e in events if e is not None], "structured_tool_calls", True)
 
 
-def from_tool_calls(
-    calls: list[ToolCallResult], pattern: re.Pattern[str], completed: bool
-) -> InteractionMetrics:
-    """Metrics from the agent's tool calls (the preferred source: exit codes are real).
+def from_tool_calls(calls: list[ToolCallResult], pattern: re.Pattern[str]) -> Evidence:
+    """`from_calls` over the built-in agent's tool calls."""
+    return from_calls((Call(c.commands, c.exit_code) for c in calls), pattern)
 
-    Each call whose command text matches `pattern` is one target-tool command, even when it
-    invokes the tool several times (`todo add a && todo list`).
+
+def from_mcp_calls(calls: list[McpToolCall]) -> Evidence:
+    """An MCP target's tool calls, on the same projection as a CLI's commands (ax-eval's
+    `(action, outcome)`): the action is the (server, tool) pair, the outcome `not is_error`;
+    seed 004's identity is the tool with its arguments. A call of a tool named `help` (or
+    `*_help`, `help_*`) is help-seeking. `by_subcommand` is per tool.
     """
-    commands = (_identify(call.commands, pattern, call.exit_code) for call in calls)
-    return _aggregate((c for c in commands if c is not None), completed, "events")
-
-
-def from_mcp_calls(calls: list[McpToolCall], completed: bool) -> InteractionMetrics:
-    """Metrics from an MCP target's tool calls, on the same projection as a CLI's commands
-    (ax-eval's `(action, outcome)`): the action is the tool's name, the outcome `not is_error`,
-    and a call is the same command as another when tool and arguments are equal. A call of
-    a tool named `help` (or `*_help`, `help_*`) is help-seeking. `by_subcommand` is per tool.
-    """
-    commands = (
-        _Command(
+    events = [
+        TargetEvent(
             text=f"{call.tool} {json.dumps(call.arguments, sort_keys=True)}",
+            action=json.dumps([call.server, call.tool]),
             exit_code=1 if call.is_error else 0,
             subcommand=call.tool,
             asks_help=_help_tool(call.tool),
         )
         for call in calls
-    )
-    return _aggregate(commands, completed, "structured_mcp_tool_calls")
+    ]
+    return Evidence(events, "structured_mcp_tool_calls", True)
 
 
 def _help_tool(name: str) -> bool:
@@ -183,9 +188,9 @@ def _help_tool(name: str) -> bool:
 
 
 def from_transcript(
-    transcript: str, pattern: re.Pattern[str], completed: bool
-) -> InteractionMetrics:
-    """Metrics from a plain-text transcript, for agents that leave nothing structured.
+    transcript: str, pattern: re.Pattern[str], structured: bool = False
+) -> Evidence:
+    """Evidence from a plain-text transcript, for agents that leave nothing structured.
 
     Approximate, as seed 004 warns: each line matching `pattern` is a command, and its exit
     code is guessed from the next 20 lines (fewer if another command line comes first): an
@@ -193,7 +198,7 @@ def from_transcript(
     non-zero gives 1, else 0. Output that merely mentions "error" counts as a failure.
     """
     lines = transcript.splitlines()
-    commands: list[_Command] = []
+    commands: list[TargetEvent] = []
     for i, line in enumerate(lines):
         if not pattern.search(line):
             continue
@@ -205,29 +210,35 @@ def from_transcript(
         cmd = _identify(line, pattern, _guess_exit_code(window))
         if cmd is not None:
             commands.append(cmd)
-    return _aggregate(commands, completed, "transcript")
+    return Evidence(commands, "transcript_regex_fallback", structured)
 
 
-def from_external(
-    root: Path, events: Path, transcript: str, pattern: re.Pattern[str], completed: bool
-) -> tuple[InteractionMetrics, str | None]:
-    """An external agent's metrics, and a note when its events file was unusable.
+def from_external(root: Path, events: Path, transcript: str, pattern: re.Pattern[str]) -> Evidence:
+    """An external agent's evidence, with a note when its events file was unusable.
 
-    The agent may write `events.jsonl` at `$LLM_TOOL_TEST_EVENTS` (the format `write_events`
-    writes); its exit codes are real, so it is the source when present. Without it, or when it
-    is not a regular file or does not parse, the transcript is scanned instead, and the note
-    says why, since the metrics are then guesses. `root` is the item's root: no link left
-    below it by the sandboxed commands is followed (`sandbox/hostio.py`)."""
+    The agent may write `events.jsonl` at `$LLM_TOOL_TEST_EVENTS` (the format `events_text`
+    writes); its exit codes are real, so it is the source when present, and then only it: a
+    transcript that merely mentions the tool does not count. An agent that leaves the file
+    gives structured calls; when the file is not a regular file or does not parse, its
+    transcript is scanned instead (`structured` stays set, so ax-eval's rules can refuse it),
+    and the note says why, since the metrics are then guesses. Without the file, the agent is
+    one that gives no structured calls, and its transcript is the evidence. `root` is the
+    item's root: no link left below it by the sandboxed commands is followed
+    (`sandbox/hostio.py`)."""
     if hostio.confined(root, events) and events.is_file():
         try:
-            return from_tool_calls(read_events(events), pattern, completed), None
+            return from_calls(read_events(events), pattern)
         except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, bad event
             note = f"events.jsonl not used, metrics from the transcript: {exc}"
-            return from_transcript(transcript, pattern, completed), note
+            return _with_note(from_transcript(transcript, pattern, True), note)
     if events.is_symlink() or events.exists():
         note = "events.jsonl not used (not a regular file), metrics from the transcript"
-        return from_transcript(transcript, pattern, completed), note
-    return from_transcript(transcript, pattern, completed), None
+        return _with_note(from_transcript(transcript, pattern, True), note)
+    return from_transcript(transcript, pattern)
+
+
+def _with_note(evidence: Evidence, note: str) -> Evidence:
+    return Evidence(evidence.events, evidence.source, evidence.structured, note)
 
 
 def _guess_exit_code(window: list[str]) -> int:
@@ -262,27 +273,27 @@ def events_text(calls: list[ToolCallResult]) -> str:
     return "".join(lines)
 
 
-def read_events(path: Path) -> list[ToolCallResult]:
-    """The tool calls recorded in an `events.jsonl`, from its `tool_result` events.
+def read_events(path: Path) -> list[Call]:
+    """The calls recorded in an `events.jsonl`, from its `tool_result` events.
 
-    Other event kinds and blank lines are skipped; a malformed line raises ValueError naming
-    its line number, since metrics from a half-read file would be wrong without saying so.
+    `exit_code` is an integer, or null when the agent could not tell (an unknown outcome,
+    which is not a success). Other event kinds and blank lines are skipped; a malformed line
+    raises ValueError naming its line number, since metrics from a half-read file would be
+    wrong without saying so.
     """
-    calls: list[ToolCallResult] = []
+    calls: list[Call] = []
     for number, event in event_records(path):
         if event.get("event") != "tool_result":
             continue
-        try:
-            calls.append(
-                ToolCallResult(
-                    commands=event["command"],
-                    stdout=event.get("stdout", ""),
-                    stderr=event.get("stderr", ""),
-                    exit_code=event["exit_code"],
-                )
+        for key in ("command", "exit_code"):
+            if key not in event:
+                raise ValueError(f"{path}:{number}: tool_result without {key!r}")
+        command, exit_code = event["command"], event["exit_code"]
+        if not isinstance(command, str):
+            raise ValueError(f"{path}:{number}: bad tool_result: command is not a string")
+        if exit_code is not None and (type(exit_code) is not int):
+            raise ValueError(
+                f"{path}:{number}: bad tool_result: exit_code is not an integer or null"
             )
-        except KeyError as exc:
-            raise ValueError(f"{path}:{number}: tool_result without {exc}") from None
-        except ValidationError as exc:
-            raise ValueError(f"{path}:{number}: bad tool_result: {exc}") from None
+        calls.append(Call(command, exit_code))
     return calls

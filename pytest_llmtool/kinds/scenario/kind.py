@@ -27,13 +27,18 @@ from pytest_llmtool.records import CallUsage, ErrorRecord, EvalReport, ScenarioR
 from pytest_llmtool.sandbox.limits import limits_for
 
 if TYPE_CHECKING:
-    from pytest_llmtool.kinds.scenario.load import Scenario
+    from pytest_llmtool.kinds.scenario.load import Rules, Scenario
     from pytest_llmtool.run.items import LlmItem
     from pytest_llmtool.run.state import RunState
     from pytest_llmtool.sandbox.external import ExternalAgent
 
 _SHAPE = re.compile(r"^task\s*:", re.MULTILINE)
 _SHAPE_BYTES = re.compile(rb"^(?:\xef\xbb\xbf)?task\s*:", re.MULTILINE)
+# ax-eval's calibration suites have a top-level `task:` too, and `cases:`, which no scenario has.
+_SUITE_BYTES = re.compile(rb"^cases\s*:", re.MULTILINE)
+_SUITE_LEFT_ALONE = (
+    "an ax-eval calibration suite (top-level `cases:`): `llmtool judge calibrate` reads it"
+)
 
 
 def looks_like_scenario(path: Path, max_bytes: int = MAX_YAML_BYTES) -> bool:
@@ -78,6 +83,13 @@ def yaml_recognition(
     return Recognition(False, f"no llm_scenarios pattern, and not valid as a whole ({problem})")
 
 
+def _is_suite(path: Path, max_bytes: int) -> bool:
+    try:
+        return bool(_SUITE_BYTES.search(read_head(path, max_bytes)[0]))
+    except OSError:
+        return False
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -103,6 +115,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
 
     def __init__(self) -> None:
         self._max_bytes = MAX_YAML_BYTES
+        self._rules: Rules = "ax-eval"
 
     def recognises(self, path: Path, state: RunState) -> bool:
         found = self.recognition(path, state)
@@ -115,6 +128,9 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         if path.suffix not in (".yaml", ".yml"):
             return None
         max_bytes = self._max_bytes = state.settings.max_yaml_bytes
+        self._rules = state.settings.scenario_rules
+        if looks_like_scenario(path, max_bytes) and _is_suite(path, max_bytes):
+            return Recognition(False, _SUITE_LEFT_ALONE)
         return yaml_recognition(
             path,
             state.settings.scenario_patterns,
@@ -127,7 +143,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
     def load(self, path: Path) -> Iterator[tuple[int, Scenario | Problem]]:
         from pytest_llmtool.kinds.scenario.load import ScenarioProblem, load_scenario
 
-        loaded = load_scenario(path, self._max_bytes)
+        loaded = load_scenario(path, self._max_bytes, self._rules)
         if isinstance(loaded, ScenarioProblem):
             yield 1, Problem(loaded.message, name=path.stem)
         else:
@@ -203,6 +219,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 sandbox=state.settings.sandbox,
                 budget=state.budget,
                 limits=limits_for(scenario.limits, state.settings.limits),
+                rules=scenario.rules,
             )
         )
         return result

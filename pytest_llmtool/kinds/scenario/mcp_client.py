@@ -12,7 +12,8 @@ the SDK's would not hold the bounds a hostile server tests:
 
 A server that does not start, dies, hangs or lacks a declared tool is an infrastructure error
 (`McpError`, a `SandboxError`): the item ERRORs, naming what went wrong, since the run says
-nothing about the model. Values taken from `${env:NAME}` are cut out of everything recorded.
+nothing about the model. Values taken from `${env:NAME}` (and an `auth` token) are cut out of
+everything recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,13 @@ from mcp.shared.message import SessionMessage
 from pytest_llmtool.inputs.untrusted import shorten
 from pytest_llmtool.kinds.scenario.mcp_target import (
     TOOL_NAME,
-    HttpTransport,
+    BearerEnvAuth,
+    HeadersAuth,
     McpTarget,
     StdioTransport,
-    resolve,
     url_problem,
 )
+from pytest_llmtool.kinds.scenario.placeholders import Placeholders
 from pytest_llmtool.records import McpSessionRecord, McpToolCall, ToolSpec
 from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.sandbox import SandboxError
@@ -192,6 +194,54 @@ def _text_of(result: types.CallToolResult) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """How the target's server is reached, its placeholders expanded (`placeholders.py`): the
+    stdio command and its own variables (`target.env`, then the transport's `env`), or the
+    URL and the headers (the transport's, then `auth`'s over them, as ax-eval merges them)."""
+
+    command: list[str]
+    server_env: dict[str, str]
+    url: str
+    headers: dict[str, str]
+
+
+def endpoint(target: McpTarget, marks: Placeholders) -> Endpoint:
+    """The target's endpoint; ValueError naming the key and the variable when one is unset
+    (an `auth` variable must be set and not empty)."""
+    own = {k: marks.value(v, f"target.env.{k}") for k, v in target.env.items()}
+    transport = target.transport
+    if isinstance(transport, StdioTransport):
+        command = [
+            marks.value(transport.command, "target.transport.command"),
+            *(marks.value(a, f"target.transport.args[{i}]") for i, a in enumerate(transport.args)),
+        ]
+        for key, value in transport.env.items():
+            own[key] = marks.value(value, f"target.transport.env.{key}")
+        return Endpoint(command, own, "", {})
+    headers = {
+        k: marks.value(v, f"target.transport.headers.{k}") for k, v in transport.headers.items()
+    }
+    auth = target.auth
+    if isinstance(auth, BearerEnvAuth):
+        token = marks.value("${env:" + auth.env + "}", "target.auth.env")
+        if not token:
+            raise ValueError(f"target.auth.env: environment variable {auth.env} is empty")
+        _override(headers, "Authorization", f"Bearer {token}")
+    elif isinstance(auth, HeadersAuth):
+        for key, value in auth.headers.items():
+            _override(headers, key, marks.value(value, f"target.auth.headers.{key}"))
+    url = marks.value(transport.url, "target.transport.url")
+    return Endpoint([], own, url, headers)
+
+
+def _override(headers: dict[str, str], name: str, value: str) -> None:
+    """Set a header, replacing one of the same name in any case (HTTP's names are)."""
+    for key in [k for k in headers if k.lower() == name.lower()]:
+        del headers[key]
+    headers[name] = value
+
+
 @contextlib.asynccontextmanager
 async def connect(
     target: McpTarget,
@@ -201,13 +251,23 @@ async def connect(
     jail: Jail | None,
     network: bool,
     environ: Mapping[str, str] | None = None,
+    marks: Placeholders | None = None,
+    save_tools_list: Callable[[str], None] | None = None,
 ) -> AsyncIterator[McpConnection]:
     """A session with the target's server for the length of the block (`_connect`). An error
     raised in the block or by the session leaves it as itself, not wrapped in the exception
     group of the SDK's task group, so the item reports what went wrong."""
+    if marks is None:
+        marks = Placeholders(workdir, workdir, os.environ if environ is None else environ)
     try:
         async with _connect(
-            target, workdir=workdir, env=env, jail=jail, network=network, environ=environ
+            target,
+            workdir=workdir,
+            env=env,
+            jail=jail,
+            network=network,
+            marks=marks,
+            save_tools_list=save_tools_list,
         ) as connection:
             yield connection
     except BaseExceptionGroup as group:
@@ -237,44 +297,34 @@ async def _connect(
     env: dict[str, str],
     jail: Jail | None,
     network: bool,
-    environ: Mapping[str, str] | None = None,
+    marks: Placeholders,
+    save_tools_list: Callable[[str], None] | None,
 ) -> AsyncIterator[McpConnection]:
-    """A session with the target's server for the length of the block, its tools listed and
-    checked against the declaration. `env` is the scrubbed environment the server starts with
-    (stdio); `${env:NAME}` values come from `environ` (pytest's own by default)."""
-    environ = os.environ if environ is None else environ
+    """A session with the target's server for the length of the block, its tools listed
+    (handed to `save_tools_list` as ax-eval's `mcp-tools-list.json`) and checked against the
+    declaration. `env` is the scrubbed environment a stdio server starts with."""
     transport = target.transport
     try:
-        secrets = _secrets(transport, environ)
+        reached = endpoint(target, marks)
     except ValueError as exc:
         raise McpError(f"MCP server {target.name!r}: {exc}") from None
-    redactor = Redactor({f"env:{k}": v for k, v in secrets.items()})
+    redactor = marks.redactor()
     wire = _Wire()
     record = McpSessionRecord(
         server=target.name, transport=transport.type, declared_tools=list(target.tools)
     )
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(transport, StdioTransport):
-            server_env = {
-                **env,
-                **{
-                    k: resolve(v, environ, f"target.transport.env.{k}")[0]
-                    for k, v in transport.env.items()
-                },
-            }
             streams = await stack.enter_async_context(
-                _stdio(transport, workdir, server_env, jail, wire)
+                _stdio(reached.command, workdir, {**env, **reached.server_env}, jail, wire)
             )
         else:
-            url = resolve(transport.url, environ, "target.transport.url")[0]
-            problem = url_problem(url, network)
+            problem = url_problem(reached.url, network)
             if problem:
                 raise McpError(redactor(f"target.transport.url: {problem}"))
-            headers = {
-                k: resolve(v, environ, f"target.transport.headers.{k}")[0]
-                for k, v in transport.headers.items()
-            }
-            streams = await stack.enter_async_context(_http(url, headers, target, wire))
+            streams = await stack.enter_async_context(
+                _http(reached.url, reached.headers, target, wire)
+            )
         read, write = streams
         session = ClientSession(
             read,
@@ -294,23 +344,23 @@ async def _connect(
             raise
         except Exception as exc:
             raise conn._fail("could not start a session", exc) from None
+        if save_tools_list is not None:
+            save_tools_list(redactor(tools_list_json(listed)))
         conn.specs = _offered(target, listed, record, redactor)
         yield conn
 
 
-def _secrets(
-    transport: StdioTransport | HttpTransport, environ: Mapping[str, str]
-) -> dict[str, str]:
-    """Every value a `${env:NAME}` of the transport takes; raises ValueError for unset ones."""
-    found: dict[str, str] = {}
-    if isinstance(transport, StdioTransport):
-        values = {f"target.transport.env.{k}": v for k, v in transport.env.items()}
-    else:
-        values = {f"target.transport.headers.{k}": v for k, v in transport.headers.items()}
-        values["target.transport.url"] = transport.url
-    for where, value in values.items():
-        found.update(resolve(value, environ, where)[1])
-    return found
+def tools_list_json(listed: list[types.Tool]) -> str:
+    """ax-eval's `mcp-tools-list.json`: the tools/list answer (all pages' tools in one), as
+    JSON-RPC; past `MAX_MESSAGE` characters, the tools' names only, saying so."""
+    tools = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in listed]
+    text = json.dumps({"jsonrpc": "2.0", "result": {"tools": tools}}, indent=2)
+    if len(text) <= MAX_MESSAGE:
+        return text
+    names = [{"name": tool.name} for tool in listed]
+    return json.dumps(
+        {"jsonrpc": "2.0", "result": {"tools": names}, "truncated": "names only"}, indent=2
+    )
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
@@ -373,14 +423,14 @@ def _shown(name: str) -> str:
 
 @contextlib.asynccontextmanager
 async def _stdio(
-    transport: StdioTransport,
+    command: list[str],
     workdir: Path,
     env: dict[str, str],
     jail: Jail | None,
     wire: _Wire,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The server process in the item's jail, its stdout read one capped message at a time."""
-    argv = [transport.command, *transport.args]
+    argv = list(command)
     isolated = jail is not None and jail.isolated
     if jail is not None and jail.limits is not None:
         if isolated:  # a shell waits as the sandbox's PID 1 (see process.run_shell)

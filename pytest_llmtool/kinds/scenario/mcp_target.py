@@ -11,15 +11,15 @@ from __future__ import annotations
 import ipaddress
 import re
 import urllib.parse
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pytest_llmtool.kinds.scenario.placeholders import env_refs
+
 # What both providers accept as a tool name (Anthropic allows 128 characters, OpenAI 64).
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# `${env:NAME}`: a value taken from pytest's environment when the server is reached.
-_ENV_REF = re.compile(r"\$\{env:([^}]*)\}")
+# What `${env:NAME}` must name: a variable (`placeholders.py` reads it at run time).
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SHELL_TOOL = "bash"
 DEFAULT_CALL_TIMEOUT = 60.0
@@ -43,37 +43,44 @@ class HttpTransport(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
+class NoAuth(_Model):
+    """`auth: {type: none}`: the same as no `auth`."""
+
+    type: Literal["none"] = "none"
+
+
+class BearerEnvAuth(_Model):
+    """`auth: {type: bearer_env, env: NAME}`: `Authorization: Bearer <$NAME>` on every request."""
+
+    type: Literal["bearer_env"] = "bearer_env"
+    env: str
+
+
+class HeadersAuth(_Model):
+    """`auth: {type: headers, headers: {...}}`: sent with every request, over the transport's
+    own headers; a value may be `${env:NAME}`."""
+
+    type: Literal["headers"] = "headers"
+    headers: dict[str, str]
+
+
+# ax-eval's `host_session` (the host's cached MCP login) has no model: we never read it, so
+# such a scenario is refused when it loads.
+McpAuth = Annotated[NoAuth | BearerEnvAuth | HeadersAuth, Field(discriminator="type")]
+
+
 class McpTarget(_Model):
     """`target: {kind: mcp, ...}`; `tools` is the declared surface, the only tools offered."""
 
     kind: Literal["mcp"] = "mcp"
     name: str
     transport: StdioTransport | HttpTransport = Field(discriminator="type")
+    auth: McpAuth | None = None  # http only
     tools: list[str]
+    env: dict[str, str] = Field(default_factory=dict)  # the server's private variables
     shell: bool = False
     health_check: str | None = None
     call_timeout_secs: float = DEFAULT_CALL_TIMEOUT
-
-
-def env_refs(value: str) -> list[str]:
-    """The variable names a value refers to with `${env:NAME}`."""
-    return _ENV_REF.findall(value)
-
-
-def resolve(value: str, environ: Mapping[str, str], where: str) -> tuple[str, dict[str, str]]:
-    """`value` with each `${env:NAME}` replaced, and the values used (secrets to redact).
-
-    Raises ValueError naming the variable (never a value) when one is unset."""
-    used: dict[str, str] = {}
-
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in environ:
-            raise ValueError(f"{where}: environment variable {name} is not set")
-        used[name] = environ[name]
-        return environ[name]
-
-    return _ENV_REF.sub(one, value), used
 
 
 def url_problem(url: str, network: bool) -> str | None:
@@ -118,9 +125,13 @@ def mcp_problems(target: dict[str, Any], solution: Any, network: bool = False) -
             "the server's tool cannot be offered under it"
         )
     transport = target["transport"]
+    auth = target.get("auth", {})
+    problems += _auth_problems(auth, transport["type"])
     values = {
+        **{f"target.env.{k}": v for k, v in target.get("env", {}).items()},
         **{f"target.transport.env.{k}": v for k, v in transport.get("env", {}).items()},
         **{f"target.transport.headers.{k}": v for k, v in transport.get("headers", {}).items()},
+        **{f"target.auth.headers.{k}": v for k, v in auth.get("headers", {}).items()},
     }
     if "url" in transport:
         values["target.transport.url"] = transport["url"]
@@ -146,3 +157,29 @@ def mcp_problems(target: dict[str, Any], solution: Any, network: bool = False) -
                 f"({', '.join(sorted(allowed))})"
             )
     return problems
+
+
+def _auth_problems(auth: dict[str, Any], transport: str) -> list[str]:
+    """ax-eval's rules for `target.auth`, and the one form we refuse: `host_session` would
+    use a login cached on the host, which the harness never reads."""
+    if not auth:
+        return []
+    if transport == "stdio":
+        return [
+            "target.auth: a stdio server takes its credentials from target.env "
+            "(e.g. TOKEN: ${env:NAME}); auth is for http servers"
+        ]
+    if auth["type"] == "host_session":
+        return [
+            "target.auth.type: host_session (the host's cached MCP login) is not supported: "
+            "the harness does not read host logins; use bearer_env {env: NAME} or "
+            "headers {headers: {...: ${env:NAME}}}"
+        ]
+    if auth["type"] == "bearer_env" and not is_env_name(auth["env"]):
+        return [f"target.auth.env: {auth['env']!r} is not an environment variable name"]
+    return []
+
+
+def is_env_name(name: str) -> bool:
+    """A portable environment variable name: a letter or `_`, then letters, digits, `_`."""
+    return bool(_ENV_NAME.match(name))

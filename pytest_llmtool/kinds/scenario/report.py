@@ -3,12 +3,14 @@ three layers in `report.md`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from pytest_llmtool.records import (
     EvalReport,
     EvaluationResult,
     InteractionMetrics,
+    Rules,
     ScenarioResult,
 )
 from pytest_llmtool.report import fragments
@@ -42,8 +44,26 @@ def _label(result: ScenarioResult) -> str:
     return f"{result.scenario} [{result.model}{guidance}]"
 
 
+RULES_NAMES: dict[Rules, str] = {"ax-eval": "ax-eval's rules", "seed": "seed 004's rules"}
+
+
+def _mixed(results: Sequence[ScenarioResult]) -> bool:
+    return len({r.evaluation.rules for r in results}) > 1
+
+
+def rules_line(results: Sequence[ScenarioResult]) -> list[str]:
+    """Which rules scored the scenario table's items (`rules.py`), said once under it; a run
+    that mixes them has a Rules column instead."""
+    if not results or _mixed(results):
+        return []
+    which = results[0].evaluation.rules
+    return [f"Scored by {RULES_NAMES[which]} (first-try, iteration ratio, composite)."]
+
+
 def scenario_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[list[str]]]:
-    """One row per scenario item: the outcome, then each layer."""
+    """One row per scenario item: the outcome, then each layer (and the rules that scored
+    it, when the run mixes them)."""
+    mixed = _mixed(results)
     headers = [
         "Scenario",
         "Outcome",
@@ -55,6 +75,7 @@ def scenario_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[li
         "Help",
         "First-try",
         "Completed",
+        *(["Rules"] if mixed else []),
     ]
     rows = []
     for r in results:
@@ -71,6 +92,7 @@ def scenario_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[li
                 str(m.help_invocations),
                 f"{m.first_try_success_rate:.0%}",
                 "yes" if m.completed else "no",
+                *([ev.rules] if mixed else []),
             ]
         )
     return headers, rows
@@ -171,11 +193,22 @@ def screen_lines(report: EvalReport, width: int) -> list[str]:
     if not rows:
         return []
     lines = format_table(["Scenarios", *headers[1:]], rows, width=width)
-    return lines + ([SMALL_NOTE] if _small(report) else [])
+    return lines + ([SMALL_NOTE] if _small(report) else []) + _screen_rules(report.scenarios)
+
+
+def _screen_rules(results: Sequence[ScenarioResult]) -> list[str]:
+    """The first screen names the rules only when they are not the default's alone."""
+    counts = Counter(r.evaluation.rules for r in results)
+    if set(counts) <= {"ax-eval"}:
+        return []
+    if len(counts) == 1:
+        return rules_line(results)
+    mixed = ", ".join(f"{n} by {RULES_NAMES[rules]}" for rules, n in sorted(counts.items()))
+    return [f"Scored by mixed rules: {mixed} (the Rules column: -v)."]
 
 
 def terminal_lines(report: EvalReport) -> list[str]:
-    lines = format_table(*scenario_rows(report.scenarios))
+    lines = format_table(*scenario_rows(report.scenarios)) + rules_line(report.scenarios)
     if report.scenario_summary:
         lines += ["", *format_table(*model_rows(report))]
         lines += [SMALL_NOTE] if _small(report) else []
@@ -188,6 +221,7 @@ def terminal_lines(report: EvalReport) -> list[str]:
 
 def markdown_summary(report: EvalReport) -> list[str]:
     lines = ["", "## Scenarios", "", *table(*scenario_rows(report.scenarios)), ""]
+    lines += [*(text(line) for line in rules_line(report.scenarios)), ""]
     if report.scenario_summary:
         lines += ["## Scenarios by Model", "", *table(*model_rows(report)), ""]
         lines += [text(SMALL_NOTE), ""] if _small(report) else []
@@ -207,12 +241,12 @@ def markdown_details(report: EvalReport) -> list[str]:
 
 def interaction_rows(m: InteractionMetrics) -> tuple[list[str], list[list[str]]]:
     """Layer 1 of one scenario, informational: how the agent used the tool."""
-    headers = ["Commands", "Unique", "Errors", "Retries", "Help", "First-try", "Iteration"]
+    headers = ["Commands", "Unique", "Errors", "Reuse", "Help", "First-try", "Iteration"]
     row = [
         str(m.total_commands),
         str(m.unique_commands),
         str(m.error_count),
-        str(m.retry_count),
+        str(m.tool_reuse_count),
         str(m.help_invocations),
         f"{m.first_try_success_rate:.2f}",
         f"{m.iteration_ratio:.2f}",
@@ -244,12 +278,20 @@ def html_details(result: ScenarioResult) -> list[str]:
     per_tool = tool_rows(result)
     if per_tool is not None:
         interaction += fragments.table(*per_tool)
-    interaction += notes
+    interaction += f"<p>{fragments.esc(_scored_by(result))}</p>" + notes
     parts.append(fragments.fold("Interaction", interaction, section="interaction"))
     if result.trace is not None:
         parts.append(fragments.conversation(result.trace))
     calls = [*(result.trace.llm_calls if result.trace else []), *result.judge_calls]
     return [*parts, fragments.calls(calls)] if calls else parts
+
+
+def _scored_by(result: ScenarioResult) -> str:
+    m = result.evaluation.interaction
+    return (
+        f"Scored by {RULES_NAMES[result.evaluation.rules]}; evidence: "
+        f"{m.interaction_evidence_source}"
+    )
 
 
 def _scenario_section(result: ScenarioResult) -> list[str]:
@@ -259,7 +301,7 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
     lines = [f"### {title}: {_outcome(result)}", ""]
     if ev.reason:
         lines += [f"- Why: {text(ev.reason)}"]
-    lines += [f"- Artifacts: {code(result.artifacts)}", ""]
+    lines += [f"- Artifacts: {code(result.artifacts)}", f"- {text(_scored_by(result))}", ""]
     lines += ["Layer 1, interaction (informational):", ""]
     lines += table(*interaction_rows(m))
     per_tool = tool_rows(result)
@@ -277,6 +319,10 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
             "",
             *table(["Criterion", "Score"], [[k, f"{v:.2f}"] for k, v in judged.scores.items()]),
         ]
+        if judged.rationale:
+            lines += [f"- Rationale: {text(judged.rationale)}"]
+        if rated := fragments.prescriptiveness(judged):
+            lines += [f"- {text(rated)}"]
         lines += [f"- Issue: {text(issue)}" for issue in judged.issues]
         lines += [f"- Highlight: {text(item)}" for item in judged.highlights]
     if ev.judge_panel:

@@ -2,10 +2,11 @@
 
 Order (llm-tool-test's): setup commands → agent → post scripts → interaction metrics →
 gates → judge. Every one of those commands (and an external agent) runs in the item's `Jail`,
-a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome is seed 004's: pass
-only if every gate passes and, when the judge is enabled, the judge passes. The judge is not
-asked when a gate already failed: the outcome is decided, and the call would only cost money.
-Interaction metrics never decide anything.
+a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome: pass only if every
+guardrail holds (every gate, and `interaction.target_commands`: see `rules.py`) and, when the
+judge is enabled, the judge passes. The judge is not asked when a guardrail already failed:
+the outcome is decided, and the call would only cost money. The interaction figures never
+decide anything; which rules compute them and the composite is the run's `rules`.
 
 An MCP target (`mcp_target.py`) is reached before the agent starts and stays connected
 through the gates (`mcp_client.py`, imported only then): the built-in agent is offered its
@@ -16,14 +17,17 @@ of the interaction layer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import math
+import os
 import shlex
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget, BudgetExhausted
@@ -32,13 +36,15 @@ from pytest_llmtool.agents.judge import (
     PanelJudge,
     PanelVerdict,
     Transcript,
-    load_rubric,
+    resolve_rubric,
     run_panel,
     sample_work_id,
     trace_entries,
 )
 from pytest_llmtool.agents.loop import commands_of, run_agent_loop
-from pytest_llmtool.kinds.scenario.gates import GateContext, run_gates
+from pytest_llmtool.inputs.untrusted import shorten
+from pytest_llmtool.kinds.scenario import rules
+from pytest_llmtool.kinds.scenario.gates import Gate, GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
     compile_pattern,
     events_text,
@@ -46,11 +52,19 @@ from pytest_llmtool.kinds.scenario.interaction import (
     from_mcp_calls,
     from_tool_calls,
 )
-from pytest_llmtool.kinds.scenario.load import Scenario
+from pytest_llmtool.kinds.scenario.load import (
+    PROVIDER_VARIABLES,
+    Evaluator,
+    Rules,
+    Scenario,
+    Target,
+)
 from pytest_llmtool.kinds.scenario.mcp_target import McpTarget, StdioTransport
+from pytest_llmtool.kinds.scenario.placeholders import Placeholders
 from pytest_llmtool.records import (
     AgentTrace,
     EvaluationResult,
+    EvaluatorResult,
     GateResult,
     InteractionMetrics,
     Interval,
@@ -60,6 +74,7 @@ from pytest_llmtool.records import (
     ToolCallResult,
     ToolUseBlock,
 )
+from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.sandbox import SandboxError, hostio
 from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
@@ -76,6 +91,8 @@ if TYPE_CHECKING:
     from pytest_llmtool.kinds.scenario.mcp_client import McpConnection
 
 SETUP_TIMEOUT_SECONDS = 120.0
+EVALUATOR_TEXT = 2000  # characters of an evaluator's summary or stderr kept
+EVALUATOR_METRICS = 64 * 1024  # characters of an evaluator's `metrics`, as JSON
 AGENTS_MD_CHARS = 20_000  # of AGENTS.md put in an MCP scenario's system prompt
 JUDGE_MCP_CALLS = 50  # MCP calls (with their arguments) the judge is shown
 JUDGE_ARGUMENTS_CHARS = 500  # of one call's arguments, as JSON
@@ -102,6 +119,7 @@ class ScenarioRun:
     sandbox: str = "bwrap"  # --llm-sandbox: "bwrap" or "none"
     budget: Budget | None = None  # --llm-max-cost: every model call checks and adds to it
     limits: Limits | None = None  # what each command may consume (`sandbox/limits.py`)
+    rules: Rules = "ax-eval"  # the scenario's `rules:`, else --llm-scenario-rules
 
     @property
     def model_name(self) -> str:
@@ -109,12 +127,16 @@ class ScenarioRun:
 
 
 def outcome(
-    gates: list[GateResult], judge_enabled: bool, judge_decision: str | None
+    gates: list[GateResult],
+    judge_enabled: bool,
+    judge_decision: str | None,
+    interaction_failure: str | None = None,
 ) -> tuple[Literal["pass", "fail"], str]:
-    """Pass only when every gate passes and an enabled judge decided pass; a judge that could
-    not decide (inconclusive) fails the item, and the reason says so."""
+    """Pass only when every guardrail holds (every gate, and the interaction evidence: see
+    `rules.interaction_failure`) and an enabled judge decided pass; a judge that could not
+    decide (inconclusive) fails the item, and the reason says so."""
     failed = [g.gate_type for g in gates if not g.passed]
-    reasons = []
+    reasons = [interaction_failure] if interaction_failure else []
     if failed:
         reasons.append(f"{len(failed)}/{len(gates)} gates failed: {', '.join(failed)}")
     if judge_enabled and judge_decision == "fail":
@@ -125,47 +147,133 @@ def outcome(
 
 
 def composite_score(
-    weights: tuple[float, float, float],
+    run: ScenarioRun,
     gates: list[GateResult],
     judge_score: float | None,
     interaction: InteractionMetrics,
-) -> float:
-    """Weighted sum of judge score, gate pass ratio and first-try success, clamped to 0..1.
-
-    A layer that did not run by design (no gates; `judge_score` None: no judge configured or
-    no judge model for the run) drops out and the remaining weights are scaled up, so a judge
-    nobody asked for does not read as a score of zero. A layer that was meant to run and did
-    not give a value is not absent: the caller passes it as 0 (`judge_layer`).
-    """
-    judge_w, gate_w, interaction_w = weights
-    parts = [(interaction_w, interaction.first_try_success_rate)]
-    if gates:
-        parts.append((gate_w, sum(g.passed for g in gates) / len(gates)))
-    if judge_score is not None:
-        parts.append((judge_w, judge_score))
-    total = sum(w for w, _ in parts)
-    value = sum(w * v for w, v in parts) / total if total else 0.0
-    return min(1.0, max(0.0, value))
+    guardrail_failed: bool,
+) -> float | None:
+    """The composite by the run's rules (`rules.py`): ax-eval's always (its weights, or the
+    scenario's `composite`), seed 004's only when the scenario asks for one."""
+    c = run.scenario.composite
+    if run.rules == "ax-eval":
+        return rules.ax_eval_composite(c, judge_score, interaction, guardrail_failed)
+    if c is None:
+        return None
+    weights = (c.judge_weight, c.gate_weight, c.interaction_weight)
+    return rules.seed_composite(weights, gates, judge_score, interaction)
 
 
-def judge_layer(expected: bool, verdict: PanelVerdict | None, gates_passed: bool) -> float | None:
+def judge_layer(
+    expected: bool, verdict: PanelVerdict | None, guardrails_held: bool
+) -> float | None:
     """The judge's part of the composite; None only when the run was never to ask it (no
     judge configured, or no judge model in the run), so the layer drops out for every item.
 
     A judge that answered invalid JSON twice counts 0: rescaling it away would let a FAIL
-    show the composite of a clean pass. So does a judge not asked because a gate had already
-    failed: it was configured for this scenario, so every run of it is scored over the same
-    layers (comparable across models and guidance versions), and skipping the call only saves
+    show the composite of a clean pass. So does a judge not asked because a guardrail had
+    already failed (under seed 004's rules; ax-eval's omit the composite then): it was
+    configured for this scenario, so every run of it is scored over the same layers
+    (comparable across models and guidance versions), and skipping the call only saves
     money; it must not lift a failed run's composite by rescaling the other layers up.
     """
     if verdict is not None:
         return verdict.score
-    if expected and not gates_passed:
+    if expected and not guardrails_held:
         return 0.0
     return None
 
 
-def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]:
+# In the artifacts directory: what the harness did (ax-eval's `events.jsonl`: setup commands,
+# the health check, then the built-in agent's tool calls), and where an agent's own tool calls
+# go (`$LLM_TOOL_TEST_EVENTS`). Apart, so that an agent's lines are never taken for the
+# harness's; the harness's file is written again after the agent, over whatever it left there.
+HARNESS_EVENTS = "events.jsonl"
+AGENT_EVENTS = "agent-events.jsonl"
+TOOLS_LIST = "mcp-tools-list.json"
+
+
+@dataclass(frozen=True)
+class Envs:
+    """One item's environments: the agent's (its bash calls, an external agent), the harness's
+    commands' (setup, health check, post scripts, gates, evaluators) and an MCP server's."""
+
+    agent: dict[str, str]
+    harness: dict[str, str]
+    server: dict[str, str]
+
+
+def expand(scenario: Scenario, marks: Placeholders) -> Scenario:
+    """The scenario with its placeholders expanded (`placeholders.py`), before anything runs:
+    an unset `${env:NAME}` is a `SetupFailed` naming the file, the key and NAME."""
+    target = scenario.target
+    try:
+        health = target.health_check
+        update: dict[str, object] = {
+            "env": {k: marks.value(v, f"target.env.{k}") for k, v in target.env.items()},
+            "health_check": health and marks.command(health, "target.health_check"),
+        }
+        if isinstance(target, McpTarget):
+            from pytest_llmtool.kinds.scenario.mcp_client import endpoint
+
+            endpoint(target, marks)  # its values are expanded again where it is reached
+        setup = [
+            marks.command(c, f"setup.commands[{i}]") for i, c in enumerate(scenario.setup_commands)
+        ]
+        post = [
+            s.model_copy(update={"command": marks.command(s.command, f"scripts.post[{i}].command")})
+            for i, s in enumerate(scenario.post_scripts)
+        ]
+        gates = [
+            _gate(g, f"evaluation.gates[{i}].command", marks) for i, g in enumerate(scenario.gates)
+        ]
+        evaluators = [
+            e.model_copy(
+                update={"command": marks.command(e.command, f"scripts.evaluators[{i}].command")}
+            )
+            for i, e in enumerate(scenario.evaluators)
+        ]
+    except ValueError as exc:
+        raise SetupFailed(f"{scenario.path}: {exc}") from None
+    return scenario.model_copy(
+        update={
+            "target": target.model_copy(update=update),
+            "setup_commands": setup,
+            "post_scripts": post,
+            "gates": gates,
+            "evaluators": evaluators,
+        }
+    )
+
+
+def _gate(gate: Gate, where: str, marks: Placeholders) -> Gate:
+    """A gate with its command's placeholders expanded; a gate without a command as it is."""
+    command = getattr(gate, "command", None)
+    if not isinstance(command, str):
+        return gate
+    return gate.model_copy(update={"command": marks.command(command, where)})
+
+
+def agent_variables(
+    names: list[str], environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The parent variables `agent_env` names that the agent sees, and a note for each unset
+    one, which the agent runs without (ax-eval passes the ones that are set). Our provider's
+    variables never pass, even when named."""
+    passed, notes = {}, []
+    for name in names:
+        if name in PROVIDER_VARIABLES:
+            continue  # never, even when named (loading notes it on the item)
+        if name not in environ:
+            notes.append(f"agent_env: {name} is not set; the agent runs without it")
+        else:
+            passed[name] = environ[name]
+    return passed, notes
+
+
+def _prepare(
+    run: ScenarioRun, workdir: Path, artifacts: Path, marks: Placeholders
+) -> tuple[Envs, list[str]]:
     scenario = run.scenario
     if scenario.template_folder is not None:
         shutil.copytree(scenario.template_folder, workdir, dirs_exist_ok=True, symlinks=True)
@@ -174,47 +282,69 @@ def _prepare(run: ScenarioRun, workdir: Path, artifacts: Path) -> dict[str, str]
     (run.root / "home").mkdir(parents=True, exist_ok=True)
     if run.guidance is not None:
         shutil.copyfile(run.guidance, workdir / "AGENTS.md")
-    # A binary named by a path is taken relative to the scenario file and put on PATH.
-    prefix = _tool_dirs(scenario)
-    target_env = scenario.target.env if not isinstance(scenario.target, McpTarget) else {}
-    extra = {
-        "LLM_TOOL_TEST_FIXTURE_DIR": str(workdir),
-        "LLM_TOOL_TEST_RESULTS_DIR": str(artifacts),
-        "LLM_TOOL_TEST_SCENARIO": scenario.name,
-        "LLM_TOOL_TEST_AGENT": "external" if run.external else "builtin",
-        "LLM_TOOL_TEST_MODEL": run.model_name,
-        "LLM_TOOL_TEST_TRANSCRIPT": str(artifacts / "transcript.txt"),
-        "LLM_TOOL_TEST_EVENTS": str(artifacts / "events.jsonl"),
-        **target_env,
+    context = {
+        "FIXTURE_DIR": str(workdir),
+        "RESULTS_DIR": str(artifacts),
+        "SCENARIO": scenario.name,
+        "AGENT": "external" if run.external else "builtin",
+        "MODEL": run.model_name,
+        "TRANSCRIPT": str(artifacts / "transcript.txt"),
     }
-    return agent_environment(run.root / "home", extra, prefix)
-
-
-def _tool_dirs(scenario: Scenario) -> list[Path]:
-    """The directory of a target binary or MCP server command given as a path (it is
-    resolved relative to the scenario file), which PATH and the jail show."""
+    extra = {f"{p}_{k}": v for p in ("AX_EVAL", "LLM_TOOL_TEST") for k, v in context.items()}
+    extra["AX_EVAL_EVENTS"] = str(artifacts / HARNESS_EVENTS)
+    extra["LLM_TOOL_TEST_EVENTS"] = str(artifacts / AGENT_EVENTS)
     target = scenario.target
+    # A binary named by a path is taken relative to the scenario file and put on PATH; a PATH
+    # in `target.env` replaces ours (ax-eval's rule), the tool's directory still first on it.
+    prefix = _tool_dirs(run)
+    base = agent_environment(run.root / "home", extra, prefix)
+    own = {**base, **target.env}
+    if "PATH" in target.env:
+        own["PATH"] = os.pathsep.join([*(str(p) for p in prefix), target.env["PATH"]])
+    passed, notes = agent_variables(scenario.agent_env, os.environ)
+    marks.used.update(passed)  # the user's to give the agent, not to print in a report
+    if isinstance(target, McpTarget):
+        # ax-eval: an MCP target's `env` is its server's, never the agent's.
+        envs = Envs({**base, **passed}, {**own, **passed}, own)
+    else:
+        envs = Envs({**own, **passed}, {**own, **passed}, own)
+    harness = {**envs.harness, **marks.command_env()}
+    return dataclasses.replace(envs, harness=harness), notes
+
+
+def _tool_dirs(run: ScenarioRun) -> list[Path]:
+    """The directory of a target binary or MCP server command given as a path (it is
+    resolved relative to the scenario file), which PATH and the jail show; never one inside
+    the item's own directory (`${AX_EVAL_FIXTURE_DIR}/server`), which the jail shows already."""
+    target = run.scenario.target
     if isinstance(target, McpTarget):
         transport = target.transport
-        if isinstance(transport, StdioTransport) and "/" in transport.command:
-            return [Path(transport.command).parent]
+        command = transport.command if isinstance(transport, StdioTransport) else ""
+        if "/" not in command or command.startswith("$"):
+            return []
+        found = Path(command).parent
+    elif "/" in target.binary:
+        found = (run.scenario.path.parent / target.binary).resolve().parent
+    else:
         return []
-    if "/" in target.binary:
-        return [(scenario.path.parent / target.binary).resolve().parent]
-    return []
+    return [] if found.is_relative_to(run.root) else [found]
 
 
-def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail:
+def _jail(run: ScenarioRun, envs: Envs) -> Jail:
     """The item's sandbox: the read-only view adds the tool's and the external agent's
-    directories to what every jail shows. Raises `BwrapUnavailable` (an item error) rather
-    than run unisolated. With `sandbox="none"`, commands run unisolated, under the limits."""
+    directories, and whatever the agent's and the harness's PATH name, to what every jail
+    shows. Raises `BwrapUnavailable` (an item error) rather than run unisolated. With
+    `sandbox="none"`, commands run unisolated, under the limits."""
     scenario = run.scenario
-    extra = _tool_dirs(scenario)
+    extra = _tool_dirs(run)
     if run.external is not None and run.external.executable is not None:
         extra.append(run.external.executable)
+    paths = dict.fromkeys(
+        [*envs.agent["PATH"].split(os.pathsep), *envs.server["PATH"].split(os.pathsep)]
+    )
     return make_jail(
         run.root,
-        env["PATH"],
+        os.pathsep.join(paths),
         extra,
         network=scenario.network,
         limits=run.limits,
@@ -222,26 +352,46 @@ def _jail(run: ScenarioRun, env: dict[str, str]) -> Jail:
     )
 
 
-async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str], jail: Jail | None) -> None:
-    steps = [("setup command", c) for c in scenario.setup_commands]
+def _event(kind: str, command: str, exit_code: int, output: str, index: int | None) -> str:
+    """One line of ax-eval's `events.jsonl` for a setup command or the health check."""
+    event: dict[str, object] = {"type": kind}
+    if index is not None:
+        event["index"] = index
+    event.update(command=command, exit_code=exit_code, output=output, success=exit_code == 0)
+    return json.dumps(event, ensure_ascii=False) + "\n"
+
+
+async def _setup(
+    scenario: Scenario, workdir: Path, env: dict[str, str], jail: Jail | None, events: list[str]
+) -> None:
+    """Setup commands, then the health check (ax-eval's order), each recorded in `events`; the
+    first that fails ends the item as an error before any agent starts."""
+    steps: list[tuple[str, str, str, int | None]] = [
+        ("setup command", "setup_command", c, i) for i, c in enumerate(scenario.setup_commands)
+    ]
     if scenario.target.health_check:
-        steps.append(("health check", scenario.target.health_check))
-    for what, command in steps:
+        steps.append(("health check", "health_check", scenario.target.health_check, None))
+    for what, kind, command, index in steps:
         result = await run_shell(
             command, cwd=workdir, env=env, timeout=SETUP_TIMEOUT_SECONDS, jail=jail
         )
+        output = result.stdout + result.stderr
+        events.append(_event(kind, command, result.exit_code, output, index))
         if result.exit_code != 0:
-            output = (result.stdout + result.stderr).strip()[-2000:]
+            shown = output.strip()[-2000:]
             raise SetupFailed(
-                f"{what} failed (exit {result.exit_code}): {command}\n{output or '(no output)'}"
+                f"{what} failed (exit {result.exit_code}): {command}\n{shown or '(no output)'}"
             )
     if isinstance(scenario.target, McpTarget):
         return
     binary = scenario.target.binary
     if "/" not in binary:
-        # A path is checked when the scenario is loaded; a bare name only resolves here.
+        # A path is checked when the scenario is loaded; a bare name only resolves here, on
+        # PATH or (ax-eval's way: the tool ships in the fixture, run as ./tool) in the work
+        # directory.
+        quoted = shlex.quote(binary)
         found = await run_shell(
-            f"command -v -- {shlex.quote(binary)}",
+            f"command -v -- {quoted} || test -x ./{quoted}",
             cwd=workdir,
             env=env,
             timeout=SETUP_TIMEOUT_SECONDS,
@@ -249,7 +399,8 @@ async def _setup(scenario: Scenario, workdir: Path, env: dict[str, str], jail: J
         )
         if found.exit_code != 0:
             raise SetupFailed(
-                f"target.binary: {binary!r} is not on the sandbox's PATH ({env['PATH']}); "
+                f"target.binary: {binary!r} is not on the sandbox's PATH ({env['PATH']}) nor "
+                "an executable of the work directory; "
                 "install it into one of those directories (they are visible read-only in the "
                 "sandbox), or give target.binary as a path relative to the scenario file"
             )
@@ -293,13 +444,8 @@ async def _builtin_agent(
         budget=run.budget,
         run_tool=run_tool,
     )
-    events = events_text(trace.tool_calls)
-    if mcp is not None:
-        events = events_text(_bash_calls(trace)) + "".join(
-            json.dumps({"event": "mcp_tool_call", **c.model_dump()}, ensure_ascii=False) + "\n"
-            for c in mcp.record.calls
-        )
-    hostio.write_text(run.root, artifacts / "events.jsonl", events)
+    events = events_text(trace.tool_calls if mcp is None else _bash_calls(trace))
+    hostio.write_text(run.root, artifacts / AGENT_EVENTS, events)
     # Seed 004's `completed`: finished on its own, not cut off by the turn limit or timeout.
     return trace, trace.transcript(), trace.natural_stop and not trace.timed_out
 
@@ -378,6 +524,48 @@ def _mcp_runner(
     return run_tool
 
 
+def judge_target(target: Target | McpTarget) -> str:
+    """What the judge is told the agent used (ax-eval's target summary)."""
+    if isinstance(target, McpTarget):
+        return f"the MCP server `{target.name}` exposing tools [{', '.join(target.tools)}]"
+    return f"the CLI tool `{target.binary}`"
+
+
+def judge_tool_note(tool: str, judges: tuple[ModelSpec, ...]) -> str:
+    """The item's note that ax-eval's judge CLI (`evaluation.judge.tool`) was not used."""
+    used = ", ".join(j.name for j in judges) or "none given, so the judge was not run"
+    return (
+        f"evaluation.judge.tool: {tool!r} (ax-eval's judge CLI) was not used; "
+        f"the judge is --llm-judge-model ({used})"
+    )
+
+
+def agent_guidance(run: ScenarioRun) -> str | None:
+    """The AGENTS.md and CLAUDE.md the agent was given, for the judge: the guidance version
+    in place of the template's AGENTS.md, as `_prepare` copies them. Read from the scenario's
+    own files, never from the work directory, which the agent may have rewritten; a file that
+    resolves outside the scenario's directory is not read. None when there is none."""
+    scenario = run.scenario
+    sources: dict[str, Path] = {}
+    if scenario.template_folder is not None:
+        sources = {name: scenario.template_folder / name for name in ("AGENTS.md", "CLAUDE.md")}
+    if run.guidance is not None:
+        sources["AGENTS.md"] = run.guidance
+    home = scenario.path.parent.resolve()
+    parts = []
+    for name, path in sources.items():
+        resolved = path.resolve()
+        if not resolved.is_relative_to(home) or not resolved.is_file():
+            continue
+        with open(resolved, "rb") as stream:
+            head = stream.read(AGENTS_MD_CHARS * 4)
+        text = head.decode("utf-8", errors="replace")
+        if len(text) > AGENTS_MD_CHARS or resolved.stat().st_size > len(head):
+            text = f"{text[:AGENTS_MD_CHARS]}\n[{name} cut at {AGENTS_MD_CHARS} characters]"
+        parts.append(f"{name}:\n{text.strip()}")
+    return "\n\n".join(parts) or None
+
+
 def mcp_judge_context(record: McpSessionRecord) -> str:
     """What the judge is told of an MCP target: the server, its declared tools and the calls
     with their arguments (the first JUDGE_MCP_CALLS, saying how many there were)."""
@@ -432,9 +620,15 @@ async def _post_scripts(
 
 @contextlib.asynccontextmanager
 async def _mcp_session(
-    run: ScenarioRun, workdir: Path, env: dict[str, str], jail: Jail | None
+    run: ScenarioRun,
+    workdir: Path,
+    env: dict[str, str],
+    jail: Jail | None,
+    marks: Placeholders,
+    artifacts: Path,
 ) -> AsyncIterator[McpConnection | None]:
-    """The MCP target's session for the agent and the gates, or None for a CLI target."""
+    """The MCP target's session for the agent and the gates, or None for a CLI target. Its
+    tools/list is saved as `mcp-tools-list.json` (ax-eval's artifact) before it is checked."""
     target = run.scenario.target
     if not isinstance(target, McpTarget):
         yield None
@@ -446,29 +640,169 @@ async def _mcp_session(
         )
     from pytest_llmtool.kinds.scenario.mcp_client import connect
 
+    def save(text: str) -> None:
+        hostio.write_text(run.root, artifacts / TOOLS_LIST, text)
+
     async with connect(
-        target, workdir=workdir, env=env, jail=jail, network=run.scenario.network
+        target,
+        workdir=workdir,
+        env=env,
+        jail=jail,
+        network=run.scenario.network,
+        marks=marks,
+        save_tools_list=save,
     ) as session:
         yield session
 
 
 async def run_scenario(run: ScenarioRun) -> ScenarioResult:
+    """Run the item; every value its placeholders took from the environment (and every
+    `agent_env` value) is cut out of its result, its error and the files the harness wrote."""
     started = time.perf_counter()
-    scenario = run.scenario
     workdir, artifacts = run.root / "work", run.root / "artifacts"
-    env = _prepare(run, workdir, artifacts)
-    jail = _jail(run, env)
-    await _setup(scenario, workdir, env, jail)
+    marks = Placeholders(workdir, artifacts)
+    events: list[str] = []
+    result: ScenarioResult | None = None
+    try:
+        run = dataclasses.replace(run, scenario=expand(run.scenario, marks))
+        result = await _run(run, workdir, artifacts, marks, events, started)
+    except SandboxError as exc:
+        exc.args = tuple(marks.redactor()(a) if isinstance(a, str) else a for a in exc.args)
+        raise
+    finally:
+        if artifacts.is_dir():
+            agent = _agent_events(result) if result is not None else ""
+            hostio.write_text(run.root, artifacts / HARNESS_EVENTS, "".join(events) + agent)
+            _redact_artifacts(run.root, artifacts, marks.redactor())
+    assert result is not None
+    redact = marks.redactor()
+    if not redact:
+        return result
+    return ScenarioResult.model_validate(_scrub(result.model_dump(mode="json"), redact))
+
+
+async def _run(
+    run: ScenarioRun,
+    workdir: Path,
+    artifacts: Path,
+    marks: Placeholders,
+    events: list[str],
+    started: float,
+) -> ScenarioResult:
+    scenario = run.scenario
+    envs, notes = _prepare(run, workdir, artifacts, marks)
+    jail = _jail(run, envs)
+    try:
+        await _setup(scenario, workdir, envs.harness, jail, events)
+    finally:
+        hostio.write_text(run.root, artifacts / HARNESS_EVENTS, "".join(events))
     agents_md = _agents_md(run.root, workdir) if isinstance(scenario.target, McpTarget) else None
-    async with _mcp_session(run, workdir, env, jail) as mcp:
-        return await _run_and_evaluate(run, workdir, artifacts, env, jail, mcp, agents_md, started)
+    async with _mcp_session(run, workdir, envs.server, jail, marks, artifacts) as mcp:
+        result = await _run_and_evaluate(
+            run, workdir, artifacts, envs, jail, mcp, agents_md, started
+        )
+    if scenario.evaluators:  # ax-eval's order: after the gates and the judge
+        found = [await _evaluator(e, workdir, envs.harness, jail) for e in scenario.evaluators]
+        evaluation = result.evaluation.model_copy(update={"evaluator_results": found})
+        hostio.write_text(
+            run.root, artifacts / "evaluation.json", evaluation.model_dump_json(indent=2)
+        )
+        result = result.model_copy(update={"evaluation": evaluation})
+    return result.model_copy(update={"notes": [*notes, *result.notes]}) if notes else result
+
+
+async def _evaluator(
+    evaluator: Evaluator, workdir: Path, env: dict[str, str], jail: Jail | None
+) -> EvaluatorResult:
+    """Run one of `scripts.evaluators` as ax-eval reads it: a script that fails or times out
+    gives its error; otherwise its stdout's JSON object gives `score`, `summary` and
+    `metrics` (text that is not JSON is kept as the summary, with an error saying so)."""
+    name = evaluator.name
+    result = await run_shell(
+        evaluator.command, cwd=workdir, env=env, timeout=evaluator.timeout_secs, jail=jail
+    )
+    if result.timed_out:
+        return EvaluatorResult(name=name, error=f"Timed out after {evaluator.timeout_secs:g} s")
+    if result.exit_code != 0:
+        stderr = shorten(result.stderr.strip(), EVALUATOR_TEXT)
+        return EvaluatorResult(name=name, error=f"Exit code {result.exit_code}: {stderr}")
+    try:
+        value = json.loads(result.stdout)
+    except ValueError as exc:
+        summary = shorten(result.stdout.strip(), EVALUATOR_TEXT)
+        return EvaluatorResult(name=name, summary=summary, error=f"Invalid JSON output: {exc}")
+    if not isinstance(value, dict):
+        return EvaluatorResult(name=name)
+    score, said, metrics = value.get("score"), value.get("summary"), value.get("metrics")
+    error = None
+    if len(json.dumps(metrics)) > EVALUATOR_METRICS:
+        metrics, error = None, f"metrics of more than {EVALUATOR_METRICS} characters not kept"
+    return EvaluatorResult(
+        name=name,
+        score=score if isinstance(score, int | float) and math.isfinite(score) else None,
+        summary=shorten(said, EVALUATOR_TEXT) if isinstance(said, str) else None,
+        metrics=metrics,
+        error=error,
+    )
+
+
+def _agent_events(result: ScenarioResult) -> str:
+    """The built-in agent's calls as `events.jsonl` lines, from its trace (an external agent's
+    own claims stay in `agent-events.jsonl`)."""
+    if result.trace is None:
+        return ""
+    if result.mcp is None:
+        return events_text(result.trace.tool_calls)
+    return events_text(_bash_calls(result.trace)) + "".join(
+        json.dumps({"event": "mcp_tool_call", **c.model_dump()}, ensure_ascii=False) + "\n"
+        for c in result.mcp.calls
+    )
+
+
+def _scrub(value: Any, redact: Redactor) -> Any:
+    """JSON data with the secrets cut out of its strings, never out of its keys (a secret that
+    spells a key would otherwise break the record)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_scrub(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, redact) for k, v in value.items()}
+    return value
+
+
+def _scrubbed(name: str, text: str, redact: Redactor) -> str:
+    """An artifact's text with the secrets cut out: a JSON (Lines) file's strings, else its
+    text."""
+    try:
+        if name.endswith(".jsonl"):
+            lines = (json.loads(line) for line in text.splitlines() if line.strip())
+            return "".join(json.dumps(_scrub(v, redact), ensure_ascii=False) + "\n" for v in lines)
+        if name.endswith(".json"):
+            return json.dumps(_scrub(json.loads(text), redact), indent=2, ensure_ascii=False)
+    except ValueError:
+        pass
+    return redact(text)
+
+
+def _redact_artifacts(root: Path, artifacts: Path, redact: Redactor) -> None:
+    """Cut the item's secrets out of the files the harness wrote into the artifacts."""
+    if not redact:
+        return
+    for name in ("transcript.txt", HARNESS_EVENTS, AGENT_EVENTS, "evaluation.json", TOOLS_LIST):
+        path = artifacts / name
+        if not hostio.confined(root, path) or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if redact(text) != text:
+            hostio.write_text(root, path, _scrubbed(name, text, redact))
 
 
 async def _run_and_evaluate(
     run: ScenarioRun,
     workdir: Path,
     artifacts: Path,
-    env: dict[str, str],
+    envs: Envs,
     jail: Jail | None,
     mcp: McpConnection | None,
     agents_md: str | None,
@@ -476,43 +810,48 @@ async def _run_and_evaluate(
 ) -> ScenarioResult:
     scenario = run.scenario
     trace: AgentTrace | None = None
-    notes: list[str] = []
+    notes: list[str] = list(scenario.notes)  # what loading did not use (tool_matrix...)
     if run.external is not None:
         assert not isinstance(scenario.target, McpTarget)
         pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
-        transcript, completed = await _external_agent(run, run.external, workdir, env, jail)
-        interaction, note = from_external(
-            run.root, artifacts / "events.jsonl", transcript, pattern, completed
-        )
-        notes += [note] if note else []
+        transcript, completed = await _external_agent(run, run.external, workdir, envs.agent, jail)
+        evidence = from_external(run.root, artifacts / AGENT_EVENTS, transcript, pattern)
+        notes += [evidence.note] if evidence.note else []
     else:
         assert not isinstance(run.model, str)
         trace, transcript, completed = await _builtin_agent(
-            run, run.model, workdir, env, artifacts, jail, mcp, agents_md
+            run, run.model, workdir, envs.agent, artifacts, jail, mcp, agents_md
         )
         if mcp is not None:
-            interaction = from_mcp_calls(mcp.record.calls, completed)
+            evidence = from_mcp_calls(mcp.record.calls)
         else:
             assert not isinstance(scenario.target, McpTarget)
             pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
-            interaction = from_tool_calls(trace.tool_calls, pattern, completed)
+            evidence = from_tool_calls(trace.tool_calls, pattern)
+    interaction = rules.interaction_metrics(evidence, completed, run.rules)
+    interaction_failure = rules.interaction_failure(
+        evidence, scenario.target_commands, run.rules, _target_label(scenario), completed
+    )
     hostio.write_text(run.root, artifacts / "transcript.txt", transcript)
-    notes += await _post_scripts(scenario, workdir, env, jail)
+    notes += await _post_scripts(scenario, workdir, envs.harness, jail)
     if mcp is not None and mcp.record.undeclared_tools:
         notes.append(
             f"MCP server {mcp.record.server!r} exposes tools the scenario does not declare "
             f"(not offered): {', '.join(mcp.record.undeclared_tools)}"
         )
 
-    context = GateContext(workdir, env, interaction, jail=jail, mcp=mcp)
+    context = GateContext(workdir, envs.harness, interaction, jail=jail, mcp=mcp)
     gates = await run_gates(scenario.gates, context)
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
-    gates_passed = all(g.passed for g in gates)
+    # The guardrails: every gate, and the interaction evidence (`rules.interaction_failure`).
+    guardrails_held = all(g.passed for g in gates) and interaction_failure is None
     judge_verdict: str | None = None
     verdict: PanelVerdict | None = None
-    if judge_cfg is not None and scenario.rubric_path is not None:
-        if not gates_passed:
-            judge_verdict = "judge not asked: a gate already failed"
+    if judge_cfg is not None and judge_cfg.tool is not None:
+        notes.append(judge_tool_note(judge_cfg.tool, run.judges))
+    if judge_cfg is not None:
+        if not guardrails_held:
+            judge_verdict = "judge not asked: a guardrail already failed"
         elif not run.judges:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
@@ -527,12 +866,15 @@ async def _run_and_evaluate(
             try:
                 verdict = await run_panel(
                     [_panel_judge(run, spec) for spec in run.judges],
-                    load_rubric(scenario.rubric_path),
+                    resolve_rubric(scenario.rubric_path, judge_cfg.criteria),
                     task=scenario.prompt,
                     transcript=shown,
                     threshold=judge_cfg.pass_threshold,
                     samples=run.judge_samples,
                     budget=run.budget,
+                    guidance=agent_guidance(run),
+                    discount=judge_cfg.prescriptiveness_discount,
+                    target=judge_target(scenario.target),
                 )
             except BudgetExhausted as exc:
                 exc.partial = trace  # the agent's run, kept though it was not judged
@@ -540,17 +882,17 @@ async def _run_and_evaluate(
             judge_verdict = verdict.message
     judge_response = verdict.response if verdict else None
     panel = _opinions(verdict)
-    decided, reason = outcome(gates, judge_cfg is not None, verdict.decision if verdict else None)
-    composite = None
-    if scenario.composite is not None:
-        c = scenario.composite
-        weights = (c.judge_weight, c.gate_weight, c.interaction_weight)
-        # Without a judge model no run of the scenario is judged: the layer drops out for all.
-        expected = judge_cfg is not None and scenario.rubric_path is not None and run.judges
-        judged = judge_layer(bool(expected), verdict, gates_passed)
-        composite = composite_score(weights, gates, judged, interaction)
+    decided, reason = outcome(
+        gates, judge_cfg is not None, verdict.decision if verdict else None, interaction_failure
+    )
+    # Without a judge model no run of the scenario is judged: the layer drops out for all.
+    expected = judge_cfg is not None and run.judges
+    judged = judge_layer(bool(expected), verdict, guardrails_held)
+    composite = composite_score(run, gates, judged, interaction, not guardrails_held)
     evaluation = EvaluationResult(
+        rules=run.rules,
         interaction=interaction,
+        interaction_failure=interaction_failure,
         gates=gates,
         gates_passed=sum(g.passed for g in gates),
         gates_total=len(gates),
@@ -558,6 +900,7 @@ async def _run_and_evaluate(
         judge_score=verdict.score if verdict and judge_response else None,
         judge_response=judge_response,
         judge_verdict=judge_verdict,
+        judge_threshold=judge_cfg.pass_threshold if judge_cfg else None,
         composite_score=composite,
         outcome=decided,
         reason=reason,
@@ -582,6 +925,14 @@ async def _run_and_evaluate(
         artifacts=str(artifacts),
         duration_ms=round((time.perf_counter() - started) * 1000),
     )
+
+
+def _target_label(scenario: Scenario) -> str:
+    """The target as a guardrail's message names it."""
+    target = scenario.target
+    if isinstance(target, McpTarget):
+        return f"MCP server `{target.name}`"
+    return f"`{PurePath(target.binary).name}`"
 
 
 def _panel_judge(run: ScenarioRun, spec: ModelSpec) -> PanelJudge:
@@ -630,7 +981,8 @@ def failure_lines(result: ScenarioResult) -> list[str]:
     m = ev.interaction
     lines += [
         "",
-        f"interaction: {m.total_commands} commands ({m.unique_commands} unique), "
+        f"interaction ({ev.rules} rules): {m.total_commands} commands "
+        f"({m.unique_commands} unique), "
         f"{m.error_count} errors, {m.help_invocations} help, "
         f"first-try {m.first_try_success_rate:.0%}, completed: {'yes' if m.completed else 'no'}",
         f"artifacts: {result.artifacts}",

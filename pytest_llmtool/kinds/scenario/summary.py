@@ -18,7 +18,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
-    s = ScenarioSummary(scenarios=len(results))
+    s = ScenarioSummary(scenarios=len(results), rules=sorted({r.evaluation.rules for r in results}))
     judge_scores: list[float] = []
     composites: list[float] = []
     for r in results:
