@@ -1,7 +1,8 @@
 """`llmtool`: read the run history from the command line; `llmtool gaps` replays recorded
 runs on the current bashkit and writes their gap report; `llmtool judge calibrate` checks a
-judge against people's labels (`calibrate.py`, exit status 9 when it drifted from them, 7
-when there are too few labels to tell, 2 when a label cannot be read).
+judge against people's labels or an ax-eval calibration suite (`calibrate.py`, exit status 9
+when it drifted from them or a case is out of band, 7 when there are too few labels or no
+scored case to tell, 2 when a label or case cannot be read).
 
 `llmtool history list` (or `llmtool history`), `llmtool history trend`, `llmtool history show
 RUN_ID`: a table by default, JSON with `--json` (for scripts and dashboards). `llmtool history
@@ -140,7 +141,8 @@ def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
 
 def _calibrate(args: argparse.Namespace) -> tuple[Any, list[str], int]:
-    """The judge against a labels file: agreement, kappa, alpha, leniency, order bias."""
+    """The judge against a labels file (agreement, kappa, alpha, leniency, order bias) or an
+    ax-eval suite (each case in its band or not, the leniency index)."""
     from pytest_llmtool.history import calibrate
 
     try:
@@ -256,9 +258,15 @@ def parser() -> argparse.ArgumentParser:
     judge_actions = judge.add_subparsers(dest="action", required=True)
     cal = judge_actions.add_parser(
         "calibrate",
-        help="judge a labels file and compare with the people's scores and verdicts",
+        help="judge a labels file and compare with the people's scores and verdicts, or an "
+        "ax-eval calibration suite and check each case's band",
     )
-    cal.add_argument("labels", type=Path, metavar="LABELS", help="a .jsonl or .yaml labels file")
+    cal.add_argument(
+        "labels",
+        type=Path,
+        metavar="FILE",
+        help="a .jsonl or .yaml labels file, or an ax-eval calibration suite (.yaml)",
+    )
     cal.add_argument(
         "--judge-model", required=True, metavar="NAMES", help="a judge model, or a comma list"
     )
@@ -268,13 +276,14 @@ def parser() -> argparse.ArgumentParser:
     cal.add_argument(
         "--min-agreement",
         metavar="METRIC=VALUE",
-        help="exit 9 below it: agreement, kappa, alpha (a bare number: agreement)",
+        help="exit 9 below it: agreement, kappa, alpha (a bare number: agreement); labels only",
     )
     cal.add_argument("--max-cost", type=float, metavar="USD", help="stop judging past this spend")
     cal.add_argument(
         "--no-order-check",
         action="store_true",
-        help="skip judging each label again with the criteria reversed (half the calls)",
+        help="skip judging each label again with the criteria reversed (half the calls); a "
+        "suite is judged in one order only",
     )
     cal.add_argument("--json", action="store_true", help="print JSON instead of a table")
     cal.set_defaults(handler=_calibrate)

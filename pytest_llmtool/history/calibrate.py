@@ -1,5 +1,6 @@
 """Agreement with people: a labels file of transcripts a person has scored, judged again, and
-the statistics that say how far the judge can be trusted (`docs/judge.md`).
+the statistics that say how far the judge can be trusted (`docs/judge.md`); or an ax-eval
+calibration suite, told apart by its content (`suite.py`), with ax-eval's figures.
 
 `llmtool judge calibrate LABELS --judge-model=M` and a pytest run with
 `--llm-judge-labels=LABELS` do the same: each label's transcript is judged (`judge.run_panel`,
@@ -34,6 +35,17 @@ from pytest_llmtool.agents.judge import (
     trace_entries,
 )
 from pytest_llmtool.agents.registry import ClientPool
+from pytest_llmtool.history.suite import (
+    Judges,
+    Suite,
+    SuiteCalibration,
+    SuiteError,
+    is_suite,
+    judge_suite,
+    read_suite,
+    suite_calibration,
+    suite_lines,
+)
 from pytest_llmtool.inputs.safe_yaml import UnsafeYaml, key_path, load_yaml
 from pytest_llmtool.records import AgentTrace, Interval
 
@@ -42,8 +54,8 @@ if TYPE_CHECKING:
 from pytest_llmtool.stats.agreement import cohen_kappa, krippendorff_alpha, leniency, raw_agreement
 
 EXIT_UNDECIDED = 7  # as the regression gate's: a gate cannot pass what it could not measure
-EXIT_DRIFT = 9  # the judge agrees with the labels less than --llm-judge-min-agreement asks
-EXIT_BAD_LABELS = 2  # some label could not be read (the rest were still judged)
+EXIT_DRIFT = 9  # the judge agrees with the labels less than asked, or a suite's case is out of band
+EXIT_BAD_LABELS = 2  # some label or case could not be read (the rest were still judged)
 # Below this many labels no agreement figure means much: a gate on them cannot decide.
 MIN_LABELS = 5
 OVERALL = "(verdict)"
@@ -165,6 +177,13 @@ def _label(data: Any, where: str, base: Path) -> Label:
     )
 
 
+def _yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
+    try:
+        return load_yaml(text), yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, UnsafeYaml) as exc:
+        raise LabelsError(f"{path}: not valid YAML: {exc}") from None
+
+
 def _entries(path: Path, text: str) -> list[tuple[int, Any]]:
     """Each label with its line: JSONL one per line (blank lines and `#` comments skipped),
     YAML a list of mappings (or a mapping with `labels:`)."""
@@ -177,27 +196,34 @@ def _entries(path: Path, text: str) -> list[tuple[int, Any]]:
                 except ValueError as exc:
                     found.append((number, ValueError(f"not valid JSON: {exc}")))
         return found
-    try:
-        data = load_yaml(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except (yaml.YAMLError, UnsafeYaml) as exc:
-        raise LabelsError(f"{path}: not valid YAML: {exc}") from None
+    data, node = _yaml(path, text)
     if isinstance(data, dict) and "labels" in data and node is not None:
         data = data["labels"]
         node = next(v for k, v in node.value if k.value == "labels")
     if not isinstance(data, list) or node is None:
-        raise LabelsError(f"{path}: expected a list of labels (or a mapping with labels:)")
+        shape = (
+            f"a mapping with keys {', '.join(map(str, data))}"
+            if isinstance(data, dict)
+            else f"a {type(data).__name__}"
+        )
+        raise LabelsError(
+            f"{path}: neither a labels file (a list of labels, or a mapping with labels:) "
+            f"nor an ax-eval calibration suite (a mapping with cases:); found {shape}"
+        )
     return [(n.start_mark.line + 1, d) for n, d in zip(node.value, data, strict=True)]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelsError(f"{path}: cannot be read: {exc}") from None
 
 
 def load_labels(path: Path) -> tuple[list[Label], list[str]]:
     """The labels and, apart, a `file:line: problem` for each one that cannot be used."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LabelsError(f"{path}: cannot be read: {exc}") from None
     labels, problems = [], []
-    for line, data in _entries(path, text):
+    for line, data in _entries(path, _read(path)):
         where = f"{path}:{line}"
         try:
             if isinstance(data, ValueError):
@@ -206,6 +232,20 @@ def load_labels(path: Path) -> tuple[list[Label], list[str]]:
         except ValueError as exc:
             problems.append(f"{where}: {exc}")
     return labels, problems
+
+
+def load_calibration(path: Path) -> tuple[list[Label] | Suite, list[str]]:
+    """A labels file's labels, or an ax-eval suite (told apart by content: a YAML mapping
+    with `cases:`), and a `file:line: problem` for each label or case that cannot be used.
+    LabelsError when the file as a whole cannot be."""
+    if path.suffix != ".jsonl":
+        data, node = _yaml(path, _read(path))
+        if is_suite(data):
+            try:
+                return read_suite(path, data, node)
+            except SuiteError as exc:
+                raise LabelsError(str(exc)) from None
+    return load_labels(path)
 
 
 # ------------------------------------------------------------------------------ judging
@@ -218,9 +258,6 @@ class Judged:
     label: Label
     forward: PanelVerdict
     reversed: PanelVerdict | None
-
-
-Judges = Callable[[str], Sequence[PanelJudge]]
 
 
 def panel_for(models: Sequence[ModelSpec], trial: int = 0) -> Judges:
@@ -439,6 +476,30 @@ def calibration(
     return found
 
 
+def apply_bands(found: SuiteCalibration) -> None:
+    """A suite's exit status: drift when a scored case is out of band (ax-eval exits non-zero
+    then), undecided when no case scored or one did not run (fails closed: a case not judged
+    is not in band), else 0; cases that could not be read make an otherwise clean run exit
+    `EXIT_BAD_LABELS`."""
+    if found.out_of_band:
+        found.status = EXIT_DRIFT
+        found.reason = (
+            f"judge out of band on {len(found.out_of_band)} of {found.scored} scored cases: "
+            + ", ".join(found.out_of_band)
+        )
+    elif not found.scored:
+        found.status = EXIT_UNDECIDED
+        found.reason = "cannot decide: no case scored"
+    elif found.did_not_run:
+        found.status = EXIT_UNDECIDED
+        found.reason = f"cannot decide: {found.did_not_run} case(s) did not run"
+    elif found.problems:
+        found.status = EXIT_BAD_LABELS
+        found.reason = f"{len(found.problems)} cases could not be read"
+    else:
+        found.reason = f"every case in band ({found.in_band}/{found.scored})"
+
+
 # ------------------------------------------------------------------------------ output
 
 
@@ -448,10 +509,13 @@ def _num(value: float | None, signed: bool = False) -> str:
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
-def lines(found: Calibration) -> list[str]:
-    """The table a person reads: one row per criterion, then the verdict row, then the gate."""
+def lines(found: Calibration | SuiteCalibration) -> list[str]:
+    """The table a person reads: one row per criterion, then the verdict row, then the gate
+    (a suite's: one row per case, then its counts and leniency index)."""
     from pytest_llmtool.report.terminal import format_table
 
+    if isinstance(found, SuiteCalibration):
+        return suite_lines(found)
     said = [*found.problems]
     said.append(
         f"judge {', '.join(found.judge_models)} ({found.samples} samples) on {found.labels} "
@@ -518,6 +582,36 @@ def models_named(names: Sequence[str]) -> tuple[list[ModelSpec], ClientPool]:
     return models, pool
 
 
+async def check_file(
+    path: Path,
+    loaded: tuple[list[Label] | Suite, list[str]],
+    judges: Judges,
+    names: Sequence[str],
+    *,
+    samples: int,
+    gate: dict[str, float] | None,
+    order_check: bool = True,
+    budget: Budget | None = None,
+) -> Calibration | SuiteCalibration:
+    """Judge what `load_calibration` read from a labels file or a suite, and give its
+    figures and exit status; ValueError when it cannot be judged (the message says why)."""
+    found, problems = loaded
+    if isinstance(found, Suite):
+        if gate is not None:
+            raise ValueError(
+                f"{path} is an ax-eval calibration suite: its bands are its gate, and a "
+                "minimum agreement applies to a labels file only"
+            )
+        outcomes, calls = await judge_suite(found, judges, samples=samples, budget=budget)
+        result = suite_calibration(path, outcomes, problems, names, samples, calls)
+        apply_bands(result)
+        return result
+    judged = await judge_labels(
+        found, judges, samples=samples, order_check=order_check, budget=budget
+    )
+    return calibration(judged, problems, names, samples, gate)
+
+
 def run_command(
     path: Path,
     names: Sequence[str],
@@ -526,40 +620,42 @@ def run_command(
     gate: dict[str, float] | None,
     max_cost: float | None,
     order_check: bool,
-) -> Calibration:
-    """`llmtool judge calibrate`: read the labels, judge them, compare; LabelsError or
-    ValueError when nothing can be judged (the message says why)."""
+) -> Calibration | SuiteCalibration:
+    """`llmtool judge calibrate`: `check_file` with the judge models named."""
     import asyncio
 
-    labels, problems = load_labels(path)
+    loaded = load_calibration(path)
     models, pool = models_named(names)
 
-    async def go() -> list[Judged]:
+    async def go() -> Calibration | SuiteCalibration:
         try:
-            return await judge_labels(
-                labels,
+            return await check_file(
+                path,
+                loaded,
                 panel_for(models),
+                names,
                 samples=samples,
+                gate=gate,
                 order_check=order_check,
                 budget=Budget(max_cost),
             )
         finally:
             await pool.aclose()
 
-    judged = asyncio.run(go())
-    return calibration(judged, problems, names, samples, gate)
+    return asyncio.run(go())
 
 
 class CalibrationCheck:
     """`--llm-judge-labels` in a pytest run: judged at the end of the session (after the
-    items, under the run's budget); a failing gate or a label that cannot be read sets the
-    exit status, unless the run already failed in another way (errors, interrupts)."""
+    items, under the run's budget); a failing gate (a suite's: a case out of band or not
+    run) or a label or case that cannot be read sets the exit status, unless the run already
+    failed in another way (errors, interrupts)."""
 
     def __init__(self, path: Path, gate: dict[str, float] | None, state: RunState) -> None:
         self.state = state
         self.path = path
         self.gate = gate
-        self.result: Calibration | None = None
+        self.result: Calibration | SuiteCalibration | None = None
         self.error: str | None = None
 
     def pytest_sessionfinish(self, session: Any) -> None:
@@ -568,18 +664,18 @@ class CalibrationCheck:
         state = self.state
         settings = state.settings
         try:
-            labels, problems = load_labels(self.path)
             judges = [state.judge_named(name) for name in settings.judge_models]
-            judged = state.runtime.run(
-                judge_labels(
-                    labels,
+            loaded = load_calibration(self.path)
+            self.result = state.runtime.run(
+                check_file(
+                    self.path,
+                    loaded,
                     panel_for([j for j in judges if j is not None]),
+                    settings.judge_models,
                     samples=settings.judge_samples,
+                    gate=self.gate,
                     budget=state.budget,
                 )
-            )
-            self.result = calibration(
-                judged, problems, settings.judge_models, settings.judge_samples, self.gate
             )
             status = self.result.status
         except Exception as exc:  # an unreadable file, a judge error: the check failed
