@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytest_llmtool.agents.models import ModelEntry
     from pytest_llmtool.agents.pricing import Price
     from pytest_llmtool.agents.registry import ModelRef
     from pytest_llmtool.agents.retry import RetryPolicy
@@ -45,6 +48,14 @@ OPTIONS = (
         "NAMES",
         "oracle",
         "comma-separated models to evaluate; each task runs once per model (offline: oracle, nop)",
+    ),
+    OptionDef(
+        "llm_models",
+        "FILE",
+        "",
+        "a TOML file of [models.NAME] tables (protocol, model, base_url, api_key_env, headers, "
+        "params, price, concurrency), beside pyproject.toml's [tool.llmtool.models.NAME]; "
+        "its entry wins for a name both define",
     ),
     OptionDef(
         "llm_max_turns", "N", "10", "model calls allowed per task before it is cut off", type="int"
@@ -183,15 +194,15 @@ OPTIONS = (
         "llm_temperature",
         "T",
         "",
-        "sampling temperature sent with every model call, the judge's too (default: the "
-        "provider's)",
+        "sampling temperature sent with every model call, the judge's too, over each model "
+        "table entry's (default: the entry's, else the provider's)",
     ),
     OptionDef(
         "llm_max_tokens",
         "N",
         "",
-        "output-token limit of every model call, the judge's too (default: the provider's; "
-        "Anthropic requires one: 4096)",
+        "output-token limit of every model call, the judge's too, over each model table "
+        "entry's (default: the entry's, else the provider's; Anthropic requires one: 4096)",
     ),
     OptionDef(
         "llm_retry_seconds",
@@ -570,9 +581,45 @@ def _retry_policy(**limits: Any) -> RetryPolicy:
     return RetryPolicy(**limits)
 
 
+def _table(config: pytest.Config) -> dict[str, ModelEntry]:
+    """The model table: `[tool.llmtool.models.NAME]` in the rootdir's pyproject.toml (and in
+    the ini file, when that is another pyproject.toml), and `[models.NAME]` in --llm-models."""
+    from pytest_llmtool.agents.models import TableError, read_tables
+
+    pyprojects = [config.rootpath / "pyproject.toml"]
+    if config.inipath is not None and config.inipath.name == "pyproject.toml":
+        pyprojects.append(config.inipath)
+    models_file = _path(config, "llm_models")
+    here = config.invocation_params.dir
+    shown = {}
+    for path in [*pyprojects, *([models_file] if models_file else [])]:
+        resolved = path.resolve()
+        shown[resolved] = shown[path] = (
+            os.path.relpath(resolved, here) if resolved.is_relative_to(here) else str(resolved)
+        )
+    try:
+        return read_tables(pyprojects, models_file, shown)
+    except TableError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _check_entry(flag: str, ref: ModelRef, params: ModelParams, base_urls: dict[str, str]) -> None:
+    """A model the run will call, with the command line over its entry: a header variable
+    unset, a client's missing extra or parameters its protocol refuses is a usage error."""
+    from pytest_llmtool.agents.models import problems
+    from pytest_llmtool.agents.registry import PROVIDERS, overridden
+
+    if ref.provider not in PROVIDERS:
+        return
+    found = problems(ref.name, overridden(ref, params, base_urls).setup, os.environ)
+    if found:
+        raise pytest.UsageError(f"{flag}={ref.name}: {found[0]}")
+
+
 def _params(config: pytest.Config) -> ModelParams:
-    """--llm-temperature (0 to 2, what every provider accepts) and --llm-max-tokens (>= 1);
-    unset, nothing is sent and the provider's default applies."""
+    """--llm-temperature (0 to 2, what every provider accepts) and --llm-max-tokens (>= 1),
+    over every model table entry's own; unset, the entry's (else the provider's default)
+    applies."""
     from pytest_llmtool.records import ModelParams
 
     temperature = max_tokens = None
@@ -603,7 +650,8 @@ class Settings:
     prompt_cache: bool = True
     retry: RetryPolicy = field(default_factory=_retry_policy)
     prices: dict[str, Price] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
+    # The names --llm-model resolves: aliases (`provider:model-id`) and model table entries.
+    aliases: Mapping[str, str | ModelEntry] = field(default_factory=dict)
     judge_model: str | None = None
     # --llm-judge-model with several names: the scenario judge panel (`judge_model` is the
     # first); --llm-judge-samples; --llm-judge-labels and its --llm-judge-min-agreement.
@@ -662,7 +710,10 @@ class Settings:
             raise pytest.UsageError(f"--llm-model: a model is named twice in {names}")
         agent_cmd = _raw(config, "llm_agent_cmd")[0].strip() or None
         try:
-            aliases = parse_aliases(config.getini("llm_model_aliases"))
+            aliases: dict[str, str | ModelEntry] = {
+                **parse_aliases(config.getini("llm_model_aliases")),
+                **_table(config),
+            }
             # An external agent takes the model names as they are; it resolves them itself.
             models = tuple(
                 ModelRef(name, "external", name) if agent_cmd else resolve(name, aliases)
@@ -700,6 +751,7 @@ class Settings:
                 raise pytest.UsageError("--llm-judge-model: a judge must be a real model")
             judge_refs.append(judge_ref)
 
+        params, base_urls = _params(config), _base_urls(_raw(config, "llm_base_url")[0])
         record_dir, replay_dir = _path(config, "llm_record"), _path(config, "llm_replay")
         if record_dir and replay_dir:
             raise pytest.UsageError("--llm-record and --llm-replay cannot be used together")
@@ -712,6 +764,7 @@ class Settings:
                         f"{flag}={ref.name} needs {ref.key_env} in the environment "
                         "(or --llm-replay=DIR to answer from recordings)"
                     )
+                _check_entry(flag, ref, params, base_urls)
         elif not replay_dir.is_dir():
             raise pytest.UsageError(f"--llm-replay: {replay_dir} is not a directory")
 
@@ -748,7 +801,7 @@ class Settings:
             max_cost=_number(config, "llm_max_cost", float, 0) if max_cost_text else None,
             record_dir=record_dir,
             replay_dir=replay_dir,
-            base_urls=_base_urls(_raw(config, "llm_base_url")[0]),
+            base_urls=base_urls,
             prompt_cache=_flag(config, "llm_prompt_cache"),
             retry=_retry_policy(
                 max_attempts=_number(config, "llm_retries", int, 1),
@@ -785,5 +838,5 @@ class Settings:
             tool_modes=_tool_modes(config),
             inspect_log=_inspect_log(config),
             summary="full" if summary == "full" else "short",
-            params=_params(config),
+            params=params,
         )

@@ -417,3 +417,35 @@ def test_an_mcp_server_in_the_work_directory_gets_its_env_and_the_agent_does_not
     assert run["mcp"]["calls"][0]["result"] == f"{run['artifacts']}/db"
     assert run["trace"]["tool_calls"][1]["stdout"] == "agent:unset\n"
     assert (Path(run["artifacts"]) / "mcp-tools-list.json").is_file()
+
+
+def test_a_model_tables_secret_named_in_agent_env_stays_out_of_the_agent(
+    pytester: pytest.Pytester, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scenario file may come from anyone: naming the variable that holds a table model's
+    key (called anything) or a header's secret does not hand it to the agent."""
+    monkeypatch.setenv("C37_PLAIN", "sk-C37-table-key")
+    monkeypatch.setenv("C37_HEADER", "sk-C37-header-secret")
+    monkeypatch.setenv("C36_SHARED", "shared-with-the-agent")
+    pytester.makefile(
+        ".toml",
+        pyproject=(
+            "[tool.llmtool.models.local]\n"
+            'protocol = "openai-chat"\n'
+            'model = "small-1"\n'
+            'api_key_env = "C37_PLAIN"\n'
+            'headers = { X-Team = "${C37_HEADER}" }\n'
+        ),
+    )
+    data = scenario(
+        agent_env=["C37_PLAIN", "C37_HEADER", "C36_SHARED"],
+        solution=["note add milk", "env > env.txt", "note add eggs"],
+    )
+    write_scenario(project, data)
+    pytester.runpytest("--llm-report=out").assert_outcomes(passed=1)
+    (run,) = read_report(pytester)["scenarios"]
+    dump = (Path(run["artifacts"]).parent / "work" / "env.txt").read_text()
+    assert "C36_SHARED=shared-with-the-agent" in dump
+    assert "sk-C37" not in dump and "C37_" not in dump
+    for name in ("C37_PLAIN", "C37_HEADER"):
+        assert any(f"{name} holds a model's secret" in n for n in run["notes"])

@@ -16,7 +16,7 @@ from helpers import read_report, write_dataset
 from pytest_llmtool.agents.base import ChatRequest
 from pytest_llmtool.agents.budget import Budget, BudgetExhausted
 from pytest_llmtool.agents.loop import CALL_OVERHEAD_TOKENS, input_bound
-from pytest_llmtool.agents.pricing import Price
+from pytest_llmtool.agents.pricing import NO_PRICE, Price
 from pytest_llmtool.records import (
     AgentTrace,
     BudgetSummary,
@@ -135,7 +135,7 @@ def test_a_task_stopped_mid_way_keeps_its_calls(
     [
         (
             ["--llm-model=openai:strong-1", "--llm-max-tokens=100"],
-            "--llm-max-cost cannot bound openai:strong-1: no price (set llm_prices)",
+            f"--llm-max-cost cannot bound openai:strong-1: {NO_PRICE}",
         ),
         (
             ["--llm-model=openai:cheap-1"],
@@ -144,7 +144,7 @@ def test_a_task_stopped_mid_way_keeps_its_calls(
         ),
         (
             ["--llm-model=nop", "--llm-judge-model=openai:strong-1", "--llm-max-tokens=9"],
-            "--llm-max-cost cannot bound openai:strong-1: no price (set llm_prices)",
+            f"--llm-max-cost cannot bound openai:strong-1: {NO_PRICE}",
         ),
     ],
     ids=["no-price", "no-cap", "judge"],
@@ -181,7 +181,7 @@ def test_an_unpriced_model_says_its_cost_is_unknown(
     server.script("Count, 0.", TURNS[-2:])
     result = pytester.runpytest("--llm-model=openai:strong-1", "--llm-report=out", *workers)
     result.assert_outcomes(passed=1)
-    note = "cost unknown for openai:strong-1: no price (set llm_prices)"
+    note = f"cost unknown for openai:strong-1: {NO_PRICE}"
     result.stdout.fnmatch_lines([note])
     markdown = (pytester.path / "out" / "report.md").read_text()
     assert f"- {note}" in markdown
@@ -304,6 +304,6 @@ def test_model_costs_say_unknown_for_any_unpriced_call_and_nothing_for_offline_a
     costs = model_costs(report)
     assert costs == {"cheap": 0.875, "strong": None, "judged": None, "nop": 0.0}
     assert cost_notes(report) == [
-        "cost unknown for openai:strong-1: no price (set llm_prices)",
-        "cost unknown for openai:cheap-2: its judge's calls have no price (set llm_prices)",
+        f"cost unknown for strong (openai:strong-1): {NO_PRICE}",
+        f"cost unknown for judged (openai:cheap-2): its judge's calls have {NO_PRICE}",
     ]

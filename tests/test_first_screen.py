@@ -20,6 +20,7 @@ import pytest
 from fake_llm_server import FakeLLMServer, Turn
 from helpers import TASKS, run_metadata, write_dataset
 
+from pytest_llmtool.agents.pricing import NO_PRICE
 from pytest_llmtool.records import (
     AgentTrace,
     EvalReport,
@@ -79,7 +80,7 @@ def test_the_banner_says_the_verdicts_and_each_models_cost_and_the_page_is_title
     # Each model's figures and cost: a priced model's dollars, an unpriced one's "unknown".
     assert re.search(r"<li>cheap: 3/4 items passed, [^<]*; cost \$0\.00\d\d</li>", banner)
     assert re.search(r"<li>mystery: 3/4 items passed, [^<]*; cost unknown</li>", banner)
-    assert "<li>cost unknown for openai:mystery-1: no price (set llm_prices)</li>" in banner
+    assert f"<li>cost unknown for mystery (openai:mystery-1): {NO_PRICE}</li>" in banner
     assert "Exit status 1: 2 items failed" in banner
     title = TITLE.search((pytester.path / "report.html").read_text())
     assert title and re.fullmatch(f"llmtool: cheap, mystery — 8 items, {WHEN}", title[1])

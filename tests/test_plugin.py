@@ -150,6 +150,12 @@ def test_report_json_carries_the_documented_fields(
             "endpoint": None,
             "params": None,
             "resolved": True,
+            "protocol": None,
+            "client": None,
+            "headers": [],
+            "api_key_env": None,
+            "reasoning": None,
+            "digest": None,
         }
     ]
     alpha = next(r for r in report["results"] if r["task_id"] == "alpha")

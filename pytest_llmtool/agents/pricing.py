@@ -52,6 +52,9 @@ class Price:
         return total / 1_000_000
 
 
+# What a model with no price is told, wherever its cost cannot be said.
+NO_PRICE = "no price (set its price in the model table, or llm_prices)"
+
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-opus-4": Price(15.0, 75.0, 18.75, 1.50),
     "claude-opus-4-5": Price(5.0, 25.0, 6.25, 0.50),

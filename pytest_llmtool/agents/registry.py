@@ -1,16 +1,18 @@
-"""Model names: offline agents, aliases and explicit `provider:model-id` names.
+"""Model names: offline agents, the model table, aliases and `provider:model-id` names.
 
-`--llm-model` takes `oracle`, `nop`, an alias (`haiku`, `gpt-5.2`, …; `llm_model_aliases` in
-the ini file adds more) or `anthropic:<id>`, `openai:<id>`, `openai-responses:<id>`.
-Real models share one SDK client per provider per process, created lazily on the event loop
-that all agent runs use.
+`--llm-model` takes `oracle`, `nop`, a model table entry's name (`agents/models.py`), an
+alias (`haiku`, `gpt-5.2`, …; `llm_model_aliases` in the ini file adds more) or
+`anthropic:<id>`, `openai:<id>`, `openai-responses:<id>`. Real models share SDK clients per
+process: one per endpoint, key variable and headers, created lazily on the event loop that all
+agent runs use.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_llmtool.agents.base import (
     REQUIRED_MAX_TOKENS,
@@ -20,23 +22,16 @@ from pytest_llmtool.agents.base import (
     UnknownModel,
     Work,
 )
+from pytest_llmtool.agents.models import DEFAULT_KEY_ENVS, ModelEntry, family
 from pytest_llmtool.agents.offline import NopModel, OracleModel
-from pytest_llmtool.agents.pricing import Price
+from pytest_llmtool.agents.pricing import NO_PRICE, Price
 from pytest_llmtool.agents.ratelimit import Limiter, identity, shown_url
 from pytest_llmtool.agents.replay import CallStore, RecordingAgent, ReplayAgent
 from pytest_llmtool.agents.retry import RetryPolicy
 from pytest_llmtool.records import ModelParams
 
-if TYPE_CHECKING:
-    import anthropic
-    import openai
-
 OFFLINE = ("oracle", "nop")
-PROVIDERS = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "openai-responses": "OPENAI_API_KEY",
-}
+PROVIDERS = DEFAULT_KEY_ENVS
 DEFAULT_ALIASES = {
     "haiku": "anthropic:claude-haiku-4-5",
     "sonnet": "anthropic:claude-sonnet-4-6",
@@ -50,19 +45,30 @@ DEFAULT_ALIASES = {
 }
 # Connect fast; the read timeout is `--llm-call-timeout` (bashkit-eval's harness uses 300 s).
 CONNECT_TIMEOUT_SECONDS = 15.0
+# What `resolve` looks names up in: aliases (`provider:model-id` text) and table entries.
+Names = Mapping[str, "str | ModelEntry"]
 
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A resolved name: `provider` is "offline" for oracle and nop."""
+    """A resolved name: `provider` is "offline" for oracle and nop, "external" for a name an
+    external agent resolves itself; `entry` the model's table entry (None: the defaults)."""
 
     name: str
     provider: str
     model_id: str
+    entry: ModelEntry | None = None
+
+    @property
+    def setup(self) -> ModelEntry:
+        """The entry, or the defaults of a name that is none."""
+        return self.entry or ModelEntry(self.provider, self.model_id)
 
     @property
     def key_env(self) -> str | None:
-        return PROVIDERS.get(self.provider)
+        if self.provider not in PROVIDERS:
+            return None
+        return self.setup.key_env
 
 
 def parse_aliases(lines: list[str]) -> dict[str, str]:
@@ -79,10 +85,13 @@ def parse_aliases(lines: list[str]) -> dict[str, str]:
     return aliases
 
 
-def resolve(name: str, aliases: dict[str, str]) -> ModelRef:
+def resolve(name: str, aliases: Names) -> ModelRef:
+    """`name` as a table entry, an alias or a `provider:model-id` name."""
     if name in OFFLINE:
         return ModelRef(name, "offline", name)
     target = aliases.get(name, name)
+    if isinstance(target, ModelEntry):
+        return ModelRef(name, target.provider, target.model, target)
     provider, sep, model_id = target.partition(":")
     if sep and provider in PROVIDERS and model_id:
         return ModelRef(name, provider, model_id)
@@ -90,63 +99,91 @@ def resolve(name: str, aliases: dict[str, str]) -> ModelRef:
     raise UnknownModel(name, tuple(known))
 
 
+def overridden(ref: ModelRef, params: ModelParams, base_urls: Mapping[str, str]) -> ModelRef:
+    """`ref` with the command line's values over its entry (`ModelEntry.overridden`); a
+    model the plugin does not call as it is."""
+    if ref.provider not in PROVIDERS:
+        return ref
+    return replace(ref, entry=ref.setup.overridden(params, base_urls))
+
+
+def _client_key(entry: ModelEntry) -> tuple[Any, ...]:
+    """What makes two entries share a client: the SDK and its kind, where it sends, the key's
+    variable and the headers (as written: their variables are read once per process)."""
+    return (
+        family(entry.provider),
+        entry.client,
+        entry.base_url,
+        entry.key_env,
+        entry.headers,
+        entry.region,
+        entry.project,
+        entry.api_version,
+    )
+
+
 @dataclass
 class ClientPool:
-    """One SDK client per provider family, shared by every task in this process.
+    """SDK clients shared by every task in this process: one per endpoint, key variable and
+    headers, so models that share them share a client (and its connections).
 
     The SDKs are imported on first use: they take over a second to import, which an offline
     run (or any pytest run in an environment where the plugin is installed) should not pay.
+    `base_urls` (`--llm-base-url`) is where a model goes whose entry names no base URL.
     """
 
     base_urls: dict[str, str]
     call_timeout: float = 300.0
     # Adaptive concurrency: one limiter per provider (base URL and key), at most `concurrency`
     # calls in flight each; with `adaptive` off, calls are bounded by `--llm-concurrency` only.
+    # A model whose entry sets `concurrency` has a limiter of its own with that ceiling (a
+    # fixed window when `adaptive` is off).
     concurrency: int = 8
     adaptive: bool = True
-    _clients: dict[str, Any] = field(default_factory=dict)
+    _clients: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _limiters: dict[str, Limiter] = field(default_factory=dict)
 
-    def limiter(self, family: str) -> Limiter | None:
-        """The limiter of the provider the `family` client talks to (created with the client)."""
-        if not self.adaptive:
+    def _default(self, provider: str) -> ModelEntry:
+        return ModelEntry(provider, "", base_url=self.base_urls.get(family(provider)))
+
+    def limiter(self, family_: str) -> Limiter | None:
+        """The limiter of the provider the `family_` client talks to (created with the client)."""
+        return self.limiter_for(self._default(family_))
+
+    def limiter_for(self, entry: ModelEntry, name: str = "") -> Limiter | None:
+        """The limiter of `entry`'s endpoint and key; its own (named after the model `name`)
+        when the entry sets a `concurrency`."""
+        if not self.adaptive and entry.concurrency is None:
             return None
-        client = self.anthropic() if family == "anthropic" else self.openai()
+        client = self.client(entry)
         base_url = str(client.base_url)
-        key = identity(family, base_url, client.api_key)
+        # Vertex's client has no key: Google's credentials are its own.
+        key = identity(family(entry.provider), base_url, getattr(client, "api_key", None))
+        label = f"{family(entry.provider)} {shown_url(base_url)}"
+        if entry.concurrency is not None:
+            key, label = f"{key}|{name}", f"{name}: {label}"
         if key not in self._limiters:
-            self._limiters[key] = Limiter(f"{family} {shown_url(base_url)}", self.concurrency)
+            ceiling = entry.concurrency or self.concurrency
+            # Under --llm-adaptive=false a model's own concurrency is a fixed window.
+            self._limiters[key] = Limiter(label, ceiling, adaptive=self.adaptive)
         return self._limiters[key]
 
     @property
     def limiters(self) -> list[Limiter]:
         return list(self._limiters.values())
 
-    def anthropic(self) -> anthropic.AsyncAnthropic:
-        if "anthropic" not in self._clients:
-            import anthropic
+    def anthropic(self) -> Any:
+        return self.client(self._default("anthropic"))
 
-            self._clients["anthropic"] = anthropic.AsyncAnthropic(
-                api_key=os.environ.get("ANTHROPIC_API_KEY"),
-                base_url=self.base_urls.get("anthropic"),
-                max_retries=0,
-                timeout=anthropic.Timeout(self.call_timeout, connect=CONNECT_TIMEOUT_SECONDS),
-            )
-        client: anthropic.AsyncAnthropic = self._clients["anthropic"]
-        return client
+    def openai(self) -> Any:
+        return self.client(self._default("openai"))
 
-    def openai(self) -> openai.AsyncOpenAI:
-        if "openai" not in self._clients:
-            import openai
-
-            self._clients["openai"] = openai.AsyncOpenAI(
-                api_key=os.environ.get("OPENAI_API_KEY"),
-                base_url=self.base_urls.get("openai"),
-                max_retries=0,
-                timeout=openai.Timeout(self.call_timeout, connect=CONNECT_TIMEOUT_SECONDS),
-            )
-        client: openai.AsyncOpenAI = self._clients["openai"]
-        return client
+    def client(self, entry: ModelEntry) -> Any:
+        """The SDK client for `entry` (its base URL, key variable, headers, client kind)."""
+        key = _client_key(entry)
+        if key not in self._clients:
+            self._clients[key] = _make_client(entry, self.call_timeout)
+        return self._clients[key]
 
     @property
     def opened(self) -> bool:
@@ -156,6 +193,39 @@ class ClientPool:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+
+
+def _make_client(entry: ModelEntry, call_timeout: float) -> Any:
+    """A new SDK client: the plain one, or Bedrock's, Vertex's or Azure's as the entry says.
+    Its key is read from the environment now; a `${VAR}` header's too."""
+    api_key = os.environ.get(entry.key_env) if entry.key_env else None
+    common: dict[str, Any] = {
+        "base_url": entry.base_url,
+        "max_retries": 0,
+        "default_headers": entry.headers_from(os.environ) or None,
+    }
+    if family(entry.provider) == "anthropic":
+        import anthropic
+
+        common["timeout"] = anthropic.Timeout(call_timeout, connect=CONNECT_TIMEOUT_SECONDS)
+        if entry.client == "bedrock":
+            return anthropic.AsyncAnthropicBedrock(aws_region=entry.region, **common)
+        if entry.client == "vertex":
+            return anthropic.AsyncAnthropicVertex(
+                region=entry.region or anthropic.NOT_GIVEN,
+                project_id=entry.project or anthropic.NOT_GIVEN,
+                **common,
+            )
+        return anthropic.AsyncAnthropic(api_key=api_key, **common)
+    import openai
+
+    common["timeout"] = openai.Timeout(call_timeout, connect=CONNECT_TIMEOUT_SECONDS)
+    if entry.client == "azure":
+        url = common.pop("base_url")
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=url, api_version=entry.api_version, api_key=api_key, **common
+        )
+    return openai.AsyncOpenAI(api_key=api_key, **common)
 
 
 @dataclass(frozen=True)
@@ -179,26 +249,34 @@ class ProviderModel:
         return None
 
     def _live(self) -> Agent:
-        model_id = self.ref.model_id
+        """The provider's agent, on the client and limiter of the model's entry (the
+        command line's values already over it), naming the entry's key variable in errors."""
+        entry, model_id = self.ref.setup, self.ref.model_id
+        client, key_env = self.pool.client(entry), entry.credentials
+        limiter = self.pool.limiter_for(entry, self.ref.name)
         if self.ref.provider == "anthropic":
             from pytest_llmtool.agents.anthropic_messages import AnthropicAgent
 
             return AnthropicAgent(
-                self.pool.anthropic(),
+                client,
                 model_id,
                 self.policy,
                 self.prompt_cache,
-                self.pool.limiter("anthropic"),
+                limiter,
                 self.params,
+                key_env=key_env,
             )
-        limiter = self.pool.limiter("openai")
         if self.ref.provider == "openai":
             from pytest_llmtool.agents.openai_chat import OpenAIChatAgent
 
-            return OpenAIChatAgent(self.pool.openai(), model_id, self.policy, limiter, self.params)
+            return OpenAIChatAgent(
+                client, model_id, self.policy, limiter, self.params, key_env=key_env
+            )
         from pytest_llmtool.agents.openai_responses import OpenAIResponsesAgent
 
-        return OpenAIResponsesAgent(self.pool.openai(), model_id, self.policy, limiter, self.params)
+        return OpenAIResponsesAgent(
+            client, model_id, self.policy, limiter, self.params, key_env=key_env
+        )
 
     def create(self, task: Work, trial: int = 0) -> Agent:
         target = f"{self.ref.provider}:{self.ref.model_id}"
@@ -235,11 +313,12 @@ def build_model(
     replay: CallStore | None,
     params: ModelParams | None = None,
 ) -> ModelSpec:
+    """The model `ref` names; its calls send `params`, by default its entry's."""
     if ref.provider == "offline":
         return OracleModel() if ref.name == "oracle" else NopModel()
     if ref.provider == "external":
         return ExternalModel(ref.name)
-    given = params or ModelParams()
+    given = ref.setup.params if params is None else params
     cap = given.max_tokens or REQUIRED_MAX_TOKENS.get(ref.provider)
     capped = replace(price, max_output=cap) if price is not None and cap else price
     return ProviderModel(ref, capped, pool, policy, prompt_cache, record, replay, given)
@@ -252,7 +331,7 @@ def cost_bound_problem(model: ModelSpec) -> str | None:
         return None
     target = f"{model.ref.provider}:{model.ref.model_id}"
     if model.price is None:
-        return f"--llm-max-cost cannot bound {target}: no price (set llm_prices)"
+        return f"--llm-max-cost cannot bound {target}: {NO_PRICE}"
     if model.price.max_output is None:
         return (
             f"--llm-max-cost cannot bound {target}: nothing caps its output tokens "

@@ -547,31 +547,40 @@ def lines(found: Calibration | SuiteCalibration) -> list[str]:
 
 
 def models_named(names: Sequence[str]) -> tuple[list[ModelSpec], ClientPool]:
-    """Judge models by name (aliases as in the plugin) and the client pool they share; the
-    SDKs take a proxy from ANTHROPIC_BASE_URL / OPENAI_BASE_URL. ValueError for a name that
-    is unknown, offline, or whose key is not in the environment."""
+    """Judge models by name (the model table of `./pyproject.toml` and the aliases, as in
+    the plugin) and the client pool they share; the SDKs take a proxy from
+    ANTHROPIC_BASE_URL / OPENAI_BASE_URL. ValueError for a name that is unknown, offline, or
+    whose key is not in the environment, or a bad table."""
     import os
+    from pathlib import Path
 
     from pytest_llmtool.agents.base import UnknownModel
+    from pytest_llmtool.agents.models import ModelEntry, problems, read_tables
     from pytest_llmtool.agents.pricing import DEFAULT_PRICES, find_price
     from pytest_llmtool.agents.registry import build_model, parse_aliases, resolve
     from pytest_llmtool.agents.retry import RetryPolicy
 
     pool = ClientPool({})
+    table: dict[str, str | ModelEntry] = {
+        **parse_aliases([]),
+        **read_tables([Path("pyproject.toml")], None),
+    }
     models = []
     for name in names:
         try:
-            ref = resolve(name, parse_aliases([]))
+            ref = resolve(name, table)
         except UnknownModel as exc:
             raise ValueError(f"--judge-model: {exc}") from None
         if ref.provider == "offline":
             raise ValueError(f"--judge-model: {name!r}: a judge must be a real model")
         if ref.key_env and not os.environ.get(ref.key_env):
             raise ValueError(f"--judge-model={name} needs {ref.key_env} in the environment")
+        for problem in problems(name, ref.setup, os.environ):
+            raise ValueError(f"--judge-model={name}: {problem}")
         models.append(
             build_model(
                 ref,
-                price=find_price(ref.model_id, DEFAULT_PRICES),
+                price=ref.setup.price or find_price(ref.model_id, DEFAULT_PRICES),
                 pool=pool,
                 policy=RetryPolicy(),
                 prompt_cache=True,

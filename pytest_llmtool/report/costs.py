@@ -9,6 +9,7 @@ asks here; what it reads was counted once per report (`report/figures.py`).
 
 from __future__ import annotations
 
+from pytest_llmtool.agents.pricing import NO_PRICE
 from pytest_llmtool.records import EvalReport
 from pytest_llmtool.report.figures import tally
 
@@ -31,16 +32,23 @@ def model_costs(report: EvalReport) -> dict[str, float | None]:
     """Each model's cost over every kind, its judges' calls included; None when any of those
     calls had no price. A model of the run that made no call costs 0."""
     counted = tally(report)
-    unpriced = _unpriced(report)
+    unknown = {*_unpriced(report), *counted.unreported}
     costs: dict[str, float | None] = {m.name: 0.0 for m in report.metadata.models}
-    for model in {*costs, *counted.by_model, *counted.cost, *unpriced}:
-        costs[model] = None if model in unpriced else counted.cost.get(model, 0.0)
+    for model in {*costs, *counted.by_model, *counted.cost, *unknown}:
+        costs[model] = None if model in unknown else counted.cost.get(model, 0.0)
     return costs
+
+
+def _target(name: str, resolved: str) -> str:
+    """A model as the user named it, with what that resolved to when they differ."""
+    return resolved if name == resolved else f"{name} ({resolved})"
 
 
 def cost_notes(report: EvalReport) -> list[str]:
     """One sentence per model whose cost is unknown, saying why and what to do."""
-    targets = {m.name: f"{m.provider}:{m.model_id}" for m in report.metadata.models}
+    targets = {
+        m.name: _target(m.name, f"{m.provider}:{m.model_id}") for m in report.metadata.models
+    }
     notes = []
     unpriced = _unpriced(report)
     named = [m.name for m in report.metadata.models]
@@ -48,11 +56,12 @@ def cost_notes(report: EvalReport) -> list[str]:
         whose = unpriced[model]
         target = targets.get(model, model)
         if True in whose:
-            notes.append(f"cost unknown for {target}: no price (set llm_prices)")
+            notes.append(f"cost unknown for {target}: {NO_PRICE}")
         else:
-            notes.append(
-                f"cost unknown for {target}: its judge's calls have no price (set llm_prices)"
-            )
+            notes.append(f"cost unknown for {target}: its judge's calls have {NO_PRICE}")
+    for model, calls in tally(report).unreported.items():
+        target = targets.get(model, model)
+        notes.append(f"cost unknown for {target}: {calls} of its calls came with no usage")
     return notes
 
 

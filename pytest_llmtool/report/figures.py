@@ -53,6 +53,8 @@ class Tally:
         )
         self.cost: dict[str, float] = defaultdict(float)
         self.unpriced: dict[str, set[bool]] = defaultdict(set)
+        # Per model, its calls whose provider reported no usage: their cost is unknown too.
+        self.unreported: dict[str, int] = defaultdict(int)
 
     def read(self, result: ItemResult) -> None:
         task = str(getattr(result, "task_id", None) or getattr(result, "scenario", ""))
@@ -68,7 +70,9 @@ class Tally:
         """An item's calls, scored or not (the cost limit's stopped items were paid for)."""
         for own, calls in ((True, trace.llm_calls if trace is not None else ()), (False, judged)):
             for call in calls:
-                if call.cost_usd is None:
+                if call.cost_usd is None and not call.usage_reported:
+                    self.unreported[model] += 1
+                elif call.cost_usd is None:
                     self.unpriced[model].add(own)
                 else:
                     self.cost[model] += call.cost_usd

@@ -18,14 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_llmtool.agents.ratelimit import shown_url
-from pytest_llmtool.agents.registry import resolve
+from pytest_llmtool.agents.models import identity
+from pytest_llmtool.agents.registry import ModelRef, overridden, resolve
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.settings import Settings
 
 SIZE = 16  # bytes of blake2b: 32 hex digits
-# The SDK's own base URL variables, read when --llm-base-url names none.
-URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 
 
 def _tree(path: Path) -> str:
@@ -83,28 +81,23 @@ class TaskDigests:
         return digest.hexdigest()
 
 
-def _family(provider: str) -> str:
-    return "anthropic" if provider == "anthropic" else "openai"
-
-
-def _base_url(settings: Settings, provider: str) -> str | None:
-    """The base URL the run sends a provider's calls to, without credentials."""
-    if provider in ("offline", "external"):
+def _identity(settings: Settings, ref: ModelRef) -> str | None:
+    """The digest of what `ref` resolved to (`models.identity`: protocol, model id, endpoint
+    without credentials, parameters, client, header names); None for a model not called."""
+    if ref.provider in ("offline", "external"):
         return None
-    family = _family(provider)
-    url = settings.base_urls.get(family) or os.environ.get(URL_VARIABLES[family])
-    return shown_url(url) if url else None
+    return identity(ref.name, overridden(ref, settings.params, settings.base_urls).setup).digest
 
 
 def model_digests(settings: Settings) -> dict[str, str]:
-    """Per `--llm-model` name, a digest of what decides its answers and verdicts: provider,
-    model id, base URL, sampling parameters, recordings replayed, the external agent's
-    command, and the judges (with their base URLs) and how they are asked."""
-    judges = []
-    for name in settings.judge_models:
-        ref = resolve(name, settings.aliases)
-        judges.append([ref.provider, ref.model_id, _base_url(settings, ref.provider)])
+    """Per `--llm-model` name, a digest of what decides its answers and verdicts: its
+    identity (its table entry with the command line over it), recordings replayed, the
+    external agent's command, and the judges' identities and how they are asked."""
+    judges = [
+        _identity(settings, resolve(name, settings.aliases)) for name in settings.judge_models
+    ]
     shared = {
+        # The command line's parameters, as every run before the model table digested them.
         "params": settings.params.model_dump(),
         "replay": None if settings.replay_dir is None else str(settings.replay_dir),
         "judges": judges,
@@ -113,13 +106,13 @@ def model_digests(settings: Settings) -> dict[str, str]:
     }
     found = {}
     for ref in settings.models:
-        identity = {
+        made_of = {
             **shared,
             "provider": ref.provider,
             "model_id": ref.model_id,
-            "base_url": _base_url(settings, ref.provider),
+            "identity": _identity(settings, ref),
             "agent_cmd": settings.agent_cmd if ref.provider == "external" else None,
         }
-        text = json.dumps(identity, sort_keys=True, ensure_ascii=False)
+        text = json.dumps(made_of, sort_keys=True, ensure_ascii=False)
         found[ref.name] = hashlib.blake2b(text.encode(), digest_size=SIZE).hexdigest()
     return found

@@ -15,11 +15,9 @@ import hashlib
 import importlib.metadata
 import itertools
 import json
-import os
 import platform
 import shutil
 import time
-import urllib.parse
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,8 @@ import pytest
 from pydantic import BaseModel
 
 import pytest_llmtool
-from pytest_llmtool.agents.registry import ModelRef
+from pytest_llmtool.agents.models import identity, secret_variables
+from pytest_llmtool.agents.registry import ModelRef, overridden
 from pytest_llmtool.history.gate import GATE_KEY
 from pytest_llmtool.kinds import Kind
 from pytest_llmtool.records import (
@@ -134,13 +133,15 @@ REDACTOR_KEY = pytest.StashKey[Redactor]()
 
 
 def redactor(config: pytest.Config) -> Redactor:
-    """The run's redactor, made on first use from the environment and `--llm-agent-env`."""
+    """The run's redactor, made on first use from the environment, `--llm-agent-env` and the
+    model table."""
     found = config.stash.get(REDACTOR_KEY, None)
     if found is None:
         state = config.stash.get(STATE_KEY, None)
         settings = state.settings if state is not None else None
         found = config.stash[REDACTOR_KEY] = Redactor.from_env(
-            names=settings.agent_env if settings else (),
+            # The model table's key variables and the variables its headers read, too.
+            names=(*settings.agent_env, *secret_variables(settings.aliases)) if settings else (),
             urls=settings.base_urls if settings else None,
         )
     return found
@@ -274,32 +275,14 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-# The environment variable each provider's SDK reads its base URL from when none is given.
-_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
-
-
 def model_info(ref: ModelRef, settings: Settings) -> ModelInfo:
-    """What `ref`'s name resolved to, as the run record keeps it: the base URL its SDK client
-    uses (`--llm-base-url`, else the SDK's environment variable; None: the provider's
-    default) without the credentials, query or fragment a URL may carry, and the parameters
-    every call is sent. Nothing else of the client: no key, no header."""
+    """What `ref`'s name resolved to, as the run record keeps it (`models.identity`): its
+    entry with the command line's values over it, the endpoint without credentials, query or
+    fragment, the parameters every call is sent, and their digest. No key, no header value."""
     if ref.provider in ("offline", "external"):  # nothing the plugin sends
         return ModelInfo(name=ref.name, provider=ref.provider, model_id=ref.model_id, resolved=True)
-    family = "anthropic" if ref.provider == "anthropic" else "openai"
-    url = settings.base_urls.get(family) or os.environ.get(_BASE_URL_ENV[family]) or None
-    endpoint = None
-    if url:
-        parts = urllib.parse.urlsplit(url.strip())
-        host = parts.netloc.rpartition("@")[2]
-        endpoint = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-    return ModelInfo(
-        name=ref.name,
-        provider=ref.provider,
-        model_id=ref.model_id,
-        endpoint=endpoint,
-        params=settings.params,
-        resolved=True,
-    )
+    entry = overridden(ref, settings.params, settings.base_urls).setup
+    return identity(ref.name, entry)
 
 
 class Controller:

@@ -17,7 +17,13 @@ from pytest_llmtool.agents import AgentError, ModelSpec
 from pytest_llmtool.agents.base import UnknownModel
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.pricing import find_price
-from pytest_llmtool.agents.registry import ClientPool, ModelRef, build_model, resolve
+from pytest_llmtool.agents.registry import (
+    ClientPool,
+    ModelRef,
+    build_model,
+    overridden,
+    resolve,
+)
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.run.runtime import Runtime
 from pytest_llmtool.sandbox.vfs import BashPool
@@ -65,10 +71,13 @@ class RunState:
         return state
 
     def build(self, ref: ModelRef) -> ModelSpec:
+        """The model `ref` names, as its table entry configures it with the command line's
+        values over it (`registry.overridden`); its entry's price wins over `llm_prices`."""
         settings = self.settings
+        ref = overridden(ref, settings.params, settings.base_urls)
         return build_model(
             ref,
-            price=find_price(ref.model_id, settings.prices),
+            price=ref.setup.price or find_price(ref.model_id, settings.prices),
             pool=self.pool,
             policy=settings.retry,
             prompt_cache=settings.prompt_cache,
@@ -78,7 +87,6 @@ class RunState:
                 else None
             ),
             replay=CallStore(settings.replay_dir) if settings.replay_dir else None,
-            params=settings.params,
         )
 
     def judge_named(self, name: str | None) -> ModelSpec | None:

@@ -15,6 +15,7 @@ models, which the notes say and the gate does not pass unless allowed.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 
@@ -96,27 +97,44 @@ def compare_model(
     return change
 
 
+def _sent(info: ModelInfo) -> list[str]:
+    """The parameters and setup a model's calls carry, in words (only what was set)."""
+    params = info.params
+    if params is None:
+        return []
+    said = [
+        f"{label} {value:g}" if isinstance(value, float | int) else f"{label} {value}"
+        for label, value in (
+            ("temperature", params.temperature),
+            ("max tokens", params.max_tokens),
+            ("top p", params.top_p),
+            ("reasoning effort", params.reasoning_effort),
+            ("thinking budget", params.thinking_budget),
+        )
+        if value is not None and not isinstance(value, bool)
+    ]
+    if params.stream is not None:
+        said.append("streamed" if params.stream else "not streamed")
+    if params.extra_body:
+        said.append(f"extra body {json.dumps(params.extra_body, sort_keys=True)}")
+    if params.keep_reasoning is False:  # the user's switch; by default nothing is said
+        said.append("reasoning dropped")
+    if info.headers:
+        said.append(f"headers {', '.join(info.headers)}")
+    return said
+
+
 def describe(info: ModelInfo, known: bool = True) -> str:
     """What a model's name resolved to: `openai:weak-1 @ http://host/v1 (temperature 0)`;
     only provider and model id when the rest is not `known` (an older record)."""
     said = f"{info.provider}:{info.model_id}"
     if not known or not info.resolved:
         return said
+    if info.client:
+        said += f" via {info.client}"
     if info.endpoint:
         said += f" @ {info.endpoint}"
-    params = info.params
-    sent = (
-        []
-        if params is None
-        else [
-            f"{label} {value:g}"
-            for label, value in (
-                ("temperature", params.temperature),
-                ("max tokens", params.max_tokens),
-            )
-            if value is not None
-        ]
-    )
+    sent = _sent(info)
     return said + (f" ({', '.join(sent)})" if sent else "")
 
 
@@ -124,28 +142,36 @@ def _identity(
     change: BaselineChange, now: ModelInfo | None, then: ModelInfo | None
 ) -> BaselineChange:
     """`change` with both identities, how they differ, and what the baseline did not record.
-    An older baseline is compared on what it has (provider and model id): the rest is said
-    unknown, never taken for a difference."""
+    Two records with digests compare them (any change of protocol, model id, endpoint,
+    parameters, client or headers); an older baseline is compared on what it has, and what it
+    lacks is said unknown, never taken for a difference."""
     change.identity, change.baseline_identity = now, then
     if now is None:
         return change
     if then is None:
         change.identity_unknown = ["identity"]
         return change
-    if then.resolved or not now.resolved:
+    if then.digest is not None and now.digest is not None:
+        differs = then.digest != now.digest
+    elif then.resolved or not now.resolved:
         differs = (now.provider, now.model_id, now.endpoint, now.params) != (
             then.provider,
             then.model_id,
             then.endpoint,
             then.params,
         )
+        if then.resolved and now.digest is not None:  # recorded before the model table
+            change.identity_unknown = ["client and headers"]
     else:
         differs = (now.provider, now.model_id) != (then.provider, then.model_id)
         if now.params is not None:  # a model the plugin calls: endpoint and params matter
             change.identity_unknown = ["endpoint", "parameters"]
     if differs:
         known = then.resolved
-        change.identity_change = f"{change.model} was {describe(then)}, now {describe(now, known)}"
+        said_then, said_now = describe(then), describe(now, known)
+        if said_then == said_now:  # what differs is not shown in words: say so
+            said_now += f" (identity {now.digest or '?'} was {then.digest or '?'})"
+        change.identity_change = f"{change.model} was {said_then}, now {said_now}"
     return change
 
 
@@ -232,9 +258,14 @@ def _identity_notes(comparison: BaselineComparison, c: BaselineChange) -> list[s
                 why += ": the gate does not pass it (--llm-allow-model-change compares them)"
         lines.append(f"{c.identity_change}: {why}")
     if c.identity_unknown:
+        what = (
+            "the rest"
+            if c.baseline_identity and c.baseline_identity.resolved
+            else ("provider and model id only")
+        )
         lines.append(
             f"{c.model}: the baseline does not record its {' and '.join(c.identity_unknown)} "
-            "(an older report): compared provider and model id only"
+            f"(an older report): compared {what}"
         )
     return lines
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmtool.agents import ModelSpec
+from pytest_llmtool.agents.models import secret_variables
 from pytest_llmtool.inputs.lines import MAX_YAML_BYTES, read_head
 from pytest_llmtool.inputs.untrusted import wide_encoding
 from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
@@ -220,6 +221,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 budget=state.budget,
                 limits=limits_for(scenario.limits, state.settings.limits),
                 rules=scenario.rules,
+                withheld=tuple(secret_variables(state.settings.aliases)),
             )
         )
         return result

@@ -24,7 +24,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Literal
@@ -120,6 +120,9 @@ class ScenarioRun:
     budget: Budget | None = None  # --llm-max-cost: every model call checks and adds to it
     limits: Limits | None = None  # what each command may consume (`sandbox/limits.py`)
     rules: Rules = "ax-eval"  # the scenario's `rules:`, else --llm-scenario-rules
+    # Variables never passed to the agent, even when `agent_env` names them: the model
+    # table's secrets (`agents.models.secret_variables`).
+    withheld: tuple[str, ...] = ()
 
     @property
     def model_name(self) -> str:
@@ -255,15 +258,19 @@ def _gate(gate: Gate, where: str, marks: Placeholders) -> Gate:
 
 
 def agent_variables(
-    names: list[str], environ: Mapping[str, str]
+    names: list[str], environ: Mapping[str, str], withheld: Collection[str] = ()
 ) -> tuple[dict[str, str], list[str]]:
     """The parent variables `agent_env` names that the agent sees, and a note for each unset
     one, which the agent runs without (ax-eval passes the ones that are set). Our provider's
-    variables never pass, even when named."""
+    variables never pass, even when named, nor the `withheld` ones (the model table's keys and
+    the variables its headers read, whatever they are called)."""
     passed, notes = {}, []
     for name in names:
         if name in PROVIDER_VARIABLES:
             continue  # never, even when named (loading notes it on the item)
+        if name in withheld:
+            notes.append(f"agent_env: {name} holds a model's secret; it is never passed")
+            continue
         if name not in environ:
             notes.append(f"agent_env: {name} is not set; the agent runs without it")
         else:
@@ -301,7 +308,7 @@ def _prepare(
     own = {**base, **target.env}
     if "PATH" in target.env:
         own["PATH"] = os.pathsep.join([*(str(p) for p in prefix), target.env["PATH"]])
-    passed, notes = agent_variables(scenario.agent_env, os.environ)
+    passed, notes = agent_variables(scenario.agent_env, os.environ, run.withheld)
     marks.used.update(passed)  # the user's to give the agent, not to print in a report
     if isinstance(target, McpTarget):
         # ax-eval: an MCP target's `env` is its server's, never the agent's.
@@ -859,7 +866,7 @@ async def _run_and_evaluate(
             # (and never drives an MCP target).
             shown: Transcript = transcript
             if trace is not None:
-                shown = entries = trace_entries(trace)
+                shown = entries = trace_entries(trace, thinking=judge_cfg.include_thinking)
                 if mcp is not None:
                     summary = mcp_judge_context(mcp.record)
                     shown = [Entry(role="harness", kind="text", content=summary), *entries]
