@@ -88,6 +88,13 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # The part of `output_tokens` the model spent reasoning (OpenAI's `reasoning_tokens`,
+    # Anthropic's `thinking_tokens`): already in `output_tokens`, so priced there. None when
+    # the provider did not say (not zero: unknown).
+    reasoning_tokens: int | None = None
+    # False when the answer carried no usage at all (a streamed reply from llama.cpp's
+    # server): its token counts are unknown, not zero, and so is its cost.
+    reported: bool = True
 
 
 class ItemResult(BaseModel):
@@ -128,7 +135,58 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+class ThinkingBlock(BaseModel):
+    """The model's reasoning text as its provider returned it: an Anthropic thinking block,
+    whose `signature` must go back to the API byte for byte in the tool-use turns that follow,
+    or the reasoning text an OpenAI-compatible server returns beside its reply (no signature,
+    never sent back)."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(BaseModel):
+    """Anthropic thinking the provider encrypted (`data` is opaque): sent back unchanged."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+class ReasoningBlock(BaseModel):
+    """An OpenAI Responses reasoning item: its summary text, and with `store: false` its
+    `encrypted_content`, which goes back with the next turn so the model keeps its reasoning
+    across tool calls."""
+
+    type: Literal["reasoning"] = "reasoning"
+    id: str
+    summary: list[str] = Field(default_factory=list)
+    encrypted_content: str | None = None
+
+
+# What a model reasoned rather than said: kept in the trace, shown folded, not part of the
+# reply's text.
+ReasoningContent = (ThinkingBlock, RedactedThinkingBlock, ReasoningBlock)
+
+
+def reasoning_texts(block: ThinkingBlock | RedactedThinkingBlock | ReasoningBlock) -> list[str]:
+    """The readable text of a reasoning block: none for redacted or encrypted reasoning."""
+    if isinstance(block, ThinkingBlock):
+        return [block.thinking]
+    if isinstance(block, ReasoningBlock):
+        return list(block.summary)
+    return []
+
+
+ContentBlock = Annotated[
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ReasoningBlock,
+    Field(discriminator="type"),
+]
 
 
 class Message(BaseModel):
@@ -161,6 +219,25 @@ class ToolCallResult(BaseModel):
     exit_code: int
 
 
+# Why a reply ended, whatever the provider calls it: `end_turn` is the model's own end of
+# turn (the only natural stop), `tool_use` a reply that calls tools, `max_tokens` a reply cut
+# at its output limit (a tool call in it is not run), `refusal` and `content_filter` the model
+# or the provider declining, `pause` a turn the provider paused (continued), `empty` a reply
+# with no content at all, `context_window` a conversation too long for the model, `other`
+# anything else (the provider's word is in `stop_reason`).
+StopKind = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "refusal",
+    "content_filter",
+    "pause",
+    "empty",
+    "context_window",
+    "other",
+]
+
+
 class LLMCallMetrics(BaseModel):
     """One model call within a task (seed 003)."""
 
@@ -175,8 +252,19 @@ class LLMCallMetrics(BaseModel):
     retries: int = 0
     stop_reason: str | None = None
     cost_usd: float | None = None
-    # Milliseconds the call waited for room in its provider's window (`--llm-adaptive`).
+    # Milliseconds of the call before its answering attempt was sent: the wait for room in its
+    # provider's window, failed attempts and the pauses between them (`latency_ms` is the rest).
     wait_ms: float = 0.0
+    # Why the reply ended, in the provider-neutral words of `StopKind` (`stop_reason` is the
+    # provider's own word); None in a record from before it.
+    stop: StopKind | None = None
+    # Output tokens spent reasoning (part of `output_tokens`); None: the provider did not say.
+    reasoning_tokens: int | None = None
+    # Milliseconds from sending a streamed call to its first token; None when not streamed.
+    ttft_ms: float | None = None
+    # False when the provider sent no usage for this call: its token counts read 0 but are
+    # unknown, and its cost is None.
+    usage_reported: bool = True
 
 
 # `ItemResult.judge_calls` names `LLMCallMetrics` before it exists: complete it now, or the
@@ -185,11 +273,26 @@ ItemResult.model_rebuild()
 
 
 class ModelParams(BaseModel):
-    """Sampling settings sent with every call (`--llm-temperature`, `--llm-max-tokens`);
-    None where nothing was sent and the provider's default applied."""
+    """What is sent with every call of a model (its table entry's `params`, with
+    `--llm-temperature` and `--llm-max-tokens` over them); None where nothing was sent and the
+    provider's default applied. A field left unset is None, so a record from before a field
+    existed compares equal to one that leaves it unset."""
 
     temperature: float | None = None
     max_tokens: int | None = None
+    top_p: float | None = None
+    # OpenAI reasoning effort (`minimal`, `low`, `medium`, `high`, ...), as the API names it.
+    reasoning_effort: str | None = None
+    # Anthropic extended thinking: a budget of tokens, or "adaptive" (the model decides).
+    thinking_budget: int | Literal["adaptive"] | None = None
+    # Send reasoning back between tool turns (Anthropic thinking blocks, OpenAI encrypted
+    # reasoning items); None is the default, on. False drops them, as bashkit-eval does.
+    keep_reasoning: bool | None = None
+    # Stream every call (time to first token is recorded); None streams only the calls the
+    # SDK will not send without streaming (a large `max_tokens`).
+    stream: bool | None = None
+    # Fields merged into the request body as given (a server's own parameters).
+    extra_body: dict[str, Any] | None = None
 
 
 class ModelSetup(BaseModel):
@@ -229,6 +332,9 @@ class AgentTrace(BaseModel):
     total_output_tokens: int = 0
     duration_ms: int = 0
     llm_calls: list[LLMCallMetrics] = Field(default_factory=list)
+    # Why the run ended: the last reply's `StopKind`, or "max_turns", "timed_out", "budget";
+    # None in a record from before it and for a trace no loop ran.
+    stop: str | None = None
     # The key of this run's `ModelSetup` in `EvalReport.setups`; None for an external agent's
     # trace and in a record from before it.
     setup: str | None = None
@@ -253,16 +359,22 @@ class AgentTrace(BaseModel):
     @property
     def base_context(self) -> int:
         """Input tokens of the first call: system prompt and tools before any history."""
-        return self.llm_calls[0].input_tokens if self.llm_calls else 0
+        calls = self._counted_calls()
+        return calls[0].input_tokens if calls else 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def context_growth_avg(self) -> float:
         """Mean input-token increase between consecutive calls; 0 with fewer than two."""
-        calls = self.llm_calls
+        calls = self._counted_calls()
         if len(calls) < 2:
             return 0.0
         return (calls[-1].input_tokens - calls[0].input_tokens) / (len(calls) - 1)
+
+    def _counted_calls(self) -> list[LLMCallMetrics]:
+        """The calls whose provider said how many tokens they took: a call with no usage
+        (refused as too long, a stream that sent none) reads 0, which is no context size."""
+        return [c for c in self.llm_calls if c.usage_reported]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -276,6 +388,12 @@ class AgentTrace(BaseModel):
     @property
     def total_cache_read_tokens(self) -> int:
         return sum(c.cache_read_tokens for c in self.llm_calls)
+
+    @property
+    def total_reasoning_tokens(self) -> int | None:
+        """Reasoning tokens over the calls whose provider said; None when none did."""
+        said = [c.reasoning_tokens for c in self.llm_calls if c.reasoning_tokens is not None]
+        return sum(said) if said else None
 
     @property
     def total_cache_write_tokens(self) -> int:
@@ -297,6 +415,12 @@ class AgentTrace(BaseModel):
                     lines.append(
                         f"[{message.role} runs] {block.input.get('commands', block.input)}"
                     )
+                elif isinstance(block, ThinkingBlock):
+                    lines.append(f"[{message.role} thinks] {block.thinking}")
+                elif isinstance(block, ReasoningBlock):
+                    lines += [f"[{message.role} thinks] {text}" for text in block.summary]
+                elif isinstance(block, RedactedThinkingBlock):
+                    lines.append(f"[{message.role} thinks] (redacted by the provider)")
                 else:
                     lines.append(f"[{message.role}] {block.text}")
         return "\n".join(lines) + "\n"
@@ -730,8 +854,9 @@ class ErrorRecord(BaseModel):
 
 
 class CallUsage(BaseModel):
-    """Tokens, retries and cost summed over model calls; `cost_usd` sums the priced calls
-    and stays None when none had a price."""
+    """Tokens, retries and cost summed over model calls; `cost_usd` is None when any call's
+    cost is unknown (no price, or no usage reported): a sum of the others would read as the
+    whole cost."""
 
     calls: int = 0
     input_tokens: int = 0
@@ -751,15 +876,14 @@ class CallUsage(BaseModel):
         # Summed in locals and set once: setting a model's attribute costs about a
         # microsecond, and the end of a run sums every result's calls more than once.
         inputs = outputs = cache_read = cache_write = retries = 0
-        cost = self.cost_usd
+        cost = 0.0 if self.cost_usd is None and self.calls == 0 else self.cost_usd
         for call in calls:
             inputs += call.input_tokens
             outputs += call.output_tokens
             cache_read += call.cache_read_tokens
             cache_write += call.cache_write_tokens
             retries += call.retries
-            if call.cost_usd is not None:
-                cost = (cost or 0.0) + call.cost_usd
+            cost = None if cost is None or call.cost_usd is None else cost + call.cost_usd
         if calls:
             self.calls += len(calls)
             self.input_tokens += inputs
@@ -788,6 +912,22 @@ class HealthCriterion(BaseModel):
     met: bool
 
 
+class StopTally(BaseModel):
+    """Why a summary's items stopped, and what their models spent reasoning."""
+
+    # How many items' runs ended each way (`AgentTrace.stop`: "end_turn", "max_tokens",
+    # "max_turns"...); a trace from before it is not counted.
+    stops: dict[str, int] = Field(default_factory=dict)
+    # Output tokens spent reasoning, over the calls whose provider said; None when none did.
+    reasoning_tokens: int | None = None
+
+    def count_run(self, trace: AgentTrace) -> None:
+        if trace.stop is not None:
+            self.stops[trace.stop] = self.stops.get(trace.stop, 0) + 1
+        if (reasoning := trace.total_reasoning_tokens) is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + reasoning
+
+
 class GenerateSummary(BaseModel):
     """Generate-mode tasks: how often the one reply held a script, and how often that first
     script passed every check (with its 95% interval over tasks)."""
@@ -800,7 +940,7 @@ class GenerateSummary(BaseModel):
     timed_out: int = 0
 
 
-class EvalSummary(BaseModel):
+class EvalSummary(StopTally):
     total_tasks: int = 0
     total_passed: int = 0
     total_score: float = 0.0
@@ -856,7 +996,7 @@ class EvalSummary(BaseModel):
             self.total_cost_usd = (self.total_cost_usd or 0.0) + spent.cost_usd
 
 
-class ToolModeSummary(BaseModel):
+class ToolModeSummary(StopTally):
     """One model's scripting-tool items in one tool mode (`--llm-tool-mode`), over the items
     scored (errored ones are counted in `errors` only). Averages are per item; `mock_calls`
     sums the traced mock tool commands (`inner_tool`: in scripted mode a script may call
@@ -885,7 +1025,7 @@ class ToolModeSummary(BaseModel):
     errors: int = 0
 
 
-class ScenarioSummary(BaseModel):
+class ScenarioSummary(StopTally):
     """Scenario outcomes of one model: passes, gates, judge and mean interaction metrics."""
 
     scenarios: int = 0
@@ -1170,7 +1310,14 @@ class ModelInfo(BaseModel):
     the provider's default); `params` what every call was sent (None for a model the plugin
     does not call: the offline agents, an external agent). Never a key or a header. Reports
     from before these were recorded have `resolved` False: endpoint and params unknown, not
-    the defaults."""
+    the defaults.
+
+    A model the plugin calls also records its table protocol (`anthropic`, `openai-chat`,
+    `openai-responses`), the SDK client when not the plain one (`bedrock (region ...)`), its
+    headers' names (never their values), the variable its key came from, whether reasoning
+    went back to it (`kept` or `dropped`), and `digest`, a digest of all that decides its
+    answers (name and key variable aside). Records from before these have them None: a
+    baseline compares them on what they have."""
 
     name: str
     provider: str
@@ -1178,6 +1325,12 @@ class ModelInfo(BaseModel):
     endpoint: str | None = None
     params: ModelParams | None = None
     resolved: bool = False
+    protocol: str | None = None
+    client: str | None = None
+    headers: list[str] = Field(default_factory=list)
+    api_key_env: str | None = None
+    reasoning: Literal["kept", "dropped"] | None = None
+    digest: str | None = None
 
 
 class RunMetadata(BaseModel):

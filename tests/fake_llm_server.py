@@ -14,6 +14,12 @@ validate them (tool call / result pairing, role order, schemas ...) and rejected
 protocol's own error shape, so protocol mistakes in a client surface as ``BadRequestError``.
 The server binds to 127.0.0.1 only and never talks to the network.
 
+Chat Completions and Responses answer ``"stream": true`` with server-sent events (Chat's usage
+chunk only when ``stream_options.include_usage`` asks). A Responses reasoning item's
+``encrypted_content`` carries an HMAC of its id: sent back changed, it is refused (400).
+``null_content_500 = True`` answers HTTP 500 to an assistant message with ``tool_calls`` and
+``content: null``, as llama.cpp's server does.
+
 ``rate_limit(requests_per_second=..., tokens_per_minute=...)`` puts a token bucket in front of
 the model routes: a request that finds a bucket empty gets a 429 with ``retry-after`` (the
 seconds until it would be admitted), and every answer carries the provider's rate-limit headers
@@ -23,6 +29,10 @@ seconds until it would be admitted), and every answer carries the provider's rat
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
+import hmac
 import json
 import math
 import re
@@ -83,9 +93,23 @@ class Turn:
     cache_write_tokens: int = 0
     stop_reason: str | None = None
     reasoning: bool = False
+    # Reasoning: Anthropic thinking text (a signed thinking block), a Chat Completions server's
+    # `reasoning_content`, a Responses reasoning item's summary; `redacted_thinking` adds an
+    # Anthropic redacted_thinking block; `reasoning_tokens` is reported in the usage details
+    # (None: the field is left out, as a server that does not count them does).
+    thinking: str = ""
+    redacted_thinking: bool = False
+    reasoning_tokens: int | None = None
+    # A refusal: Anthropic stop_reason "refusal", a Chat message's `refusal`, a Responses
+    # refusal content part.
+    refusal: str = ""
+    # False: the reply carries no usage at all (llama.cpp's streamed replies send none).
+    usage: bool = True
 
 
-FaultKind = Literal["rate_limit", "server_error", "unauthorized", "malformed", "slow", "quota"]
+FaultKind = Literal[
+    "rate_limit", "server_error", "unauthorized", "malformed", "slow", "quota", "too_long"
+]
 
 
 @dataclass(frozen=True)
@@ -123,6 +147,12 @@ class Fault:
     def unauthorized(cls) -> Fault:
         """401 authentication error."""
         return cls("unauthorized", status=401)
+
+    @classmethod
+    def too_long(cls) -> Fault:
+        """The conversation no longer fits the model's context: OpenAI (and llama.cpp's server)
+        400 ``context_length_exceeded``, Anthropic 400 "prompt is too long"."""
+        return cls("too_long", status=400)
 
     @classmethod
     def malformed(cls) -> Fault:
@@ -260,6 +290,15 @@ def _fault_error(protocol: Protocol, fault: Fault) -> _Reject:
             kind="insufficient_quota",
             code="insufficient_quota",
         )
+    if fault.kind == "too_long":
+        if anthropic:
+            return _Reject("prompt is too long: 210034 tokens > 200000 maximum")
+        return _Reject(
+            "This model's maximum context length is 2048 tokens. However, you requested 2304"
+            " tokens (2048 in the messages, 256 in the completion). Please reduce the length of"
+            " the messages or completion.",
+            code="context_length_exceeded",
+        )
     raise AssertionError(f"fault {fault.kind} has no error reply")
 
 
@@ -277,13 +316,14 @@ def _call(entry: str | ToolCall, tool_names: list[str]) -> tuple[str, dict[str, 
     return entry.name, dict(entry.input)
 
 
-def _require_object(body: Any) -> dict[str, Any]:
+def _require_object(body: Any, streams: bool = False) -> dict[str, Any]:
+    """The body as an object; `streams`: the protocol's streaming is implemented."""
     if not isinstance(body, dict):
         raise _Reject("The request body is not valid JSON (expected a JSON object).")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _Reject("model: Field required", param="model", code="missing_required_parameter")
-    if body.get("stream"):
+    if body.get("stream") and not streams:
         raise _Reject("stream: the fake LLM server does not implement streaming", param="stream")
     return body
 
@@ -410,11 +450,25 @@ class FakeLLMServer:
     """A scripted fake LLM API on ``127.0.0.1``; use as a context manager (or ``start``/``close``).
 
     ``script`` maps a prompt (text of the conversation's first user message) to its turns;
-    ``latency`` seconds are slept before every answer, in the request's own thread.
+    ``latency`` seconds are slept before every answer, in the request's own thread. With
+    ``serial``, one request is answered at a time and the others queue at the server, as a
+    single-threaded server (llama.cpp's) does; a request whose client gave up still takes its
+    turn, as llama.cpp answers a request whose client went away.
     """
 
-    def __init__(self, script: dict[str, list[Turn]] | None = None, latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        script: dict[str, list[Turn]] | None = None,
+        latency: float = 0.0,
+        serial: bool = False,
+    ) -> None:
         self.latency = latency
+        self.serial = serial
+        # A serial server's queue: the number of the next request to arrive, and of the one
+        # being answered (first come, first served).
+        self._turns_given = 0
+        self._turn_now = 0
+        self._turn_done = threading.Condition()
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Turn]] = dict(script or {})
         self._partial: dict[str, list[Turn]] = {}
@@ -426,11 +480,21 @@ class FakeLLMServer:
         # script_attempts_containing: the keys of `_attempts` matched as fragments.
         self._attempt_fragments: set[str] = set()
         self._owner: dict[str, list[Turn]] = {}
-        self._faults: deque[Fault] = deque()
+        self._faults: deque[Fault | None] = deque()
         self._requests: list[RecordedRequest] = []
         # Responses API state: reasoning items we issued, and which output items need theirs.
         self._issued_reasoning: set[str] = set()
+        # Anthropic thinking: the key signing the blocks we issue, and the thinking and
+        # redacted-thinking blocks issued with each tool_use id (to be sent back before it).
+        self._thinking_key = secrets.token_bytes(32)
+        self._issued_thinking: dict[str, list[dict[str, Any]]] = {}
         self._needs_reasoning: dict[str, str] = {}
+        # The key of the HMAC in the encrypted content of the Responses reasoning items issued:
+        # an item sent back with its content changed is refused, as OpenAI refuses it.
+        self._reasoning_key = secrets.token_bytes(32)
+        # Mimic llama.cpp's server: HTTP 500 to an assistant message with `tool_calls` and
+        # `content: null` (Chat Completions).
+        self.null_content_500 = False
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         # rate_limit(): the token buckets (None: unlimited), and how many 429s they sent.
@@ -439,7 +503,8 @@ class FakeLLMServer:
         self.rate_limited = 0
         # Headers put on every answer (e.g. a rate-limit header a test attacks with).
         self.answer_headers: dict[str, str] = {}
-        # With `latency`: requests sleeping at once now, and at most so far.
+        # With `latency`: requests at the server at once now (queued or answered), and at most
+        # so far.
         self.in_flight = 0
         self.peak_in_flight = 0
 
@@ -522,8 +587,9 @@ class FakeLLMServer:
             self._attempts[fragment] = deque(list(turns) for turns in attempts)
             self._attempt_fragments.add(fragment)
 
-    def fail_next(self, *faults: Fault) -> None:
-        """Queue faults: each following request consumes one, in order, before normal handling."""
+    def fail_next(self, *faults: Fault | None) -> None:
+        """Queue faults: each following request consumes one, in order, before normal handling
+        (None: that request is answered normally)."""
         with self._lock:
             self._faults.extend(faults)
 
@@ -604,6 +670,20 @@ class FakeLLMServer:
                 self._token_bucket.level -= _used_tokens(protocol, reply.body)
             reply.headers.update(self._limit_headers(protocol))
 
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """A serial server's turn to answer one request, in the order they arrived."""
+        with self._turn_done:
+            mine = self._turns_given
+            self._turns_given += 1
+            self._turn_done.wait_for(lambda: self._turn_now == mine)
+        try:
+            yield
+        finally:
+            with self._turn_done:
+                self._turn_now += 1
+                self._turn_done.notify_all()
+
     def reset(self) -> None:
         """Forget scripts, queued faults and recorded requests (e.g. between tests)."""
         with self._lock:
@@ -617,6 +697,7 @@ class FakeLLMServer:
             self._requests.clear()
             self._issued_reasoning.clear()
             self._needs_reasoning.clear()
+            self._issued_thinking.clear()
             self.answer_headers = {}
 
     @property
@@ -678,7 +759,7 @@ class FakeLLMServer:
                 )
             if not headers.get("anthropic-version"):
                 raise _Reject("anthropic-version: header is required")
-            return self._anthropic(_require_object(body))
+            return self._anthropic(_require_object(body, streams=True))
         auth = headers.get("authorization", "")
         if not auth.startswith("Bearer ") or not auth[len("Bearer ") :].strip():
             raise _Reject(
@@ -687,14 +768,16 @@ class FakeLLMServer:
                 status=401,
             )
         if protocol == "chat":
-            return self._chat(_require_object(body))
-        return self._responses(_require_object(body))
+            return self._chat(_require_object(body, streams=True))
+        return self._responses(_require_object(body, streams=True))
 
     # ----------------------------------------------------------------------- Anthropic
 
     def _anthropic(self, body: dict[str, Any]) -> _Reply:
         tool_names = _validate_anthropic(body)
         messages: list[dict[str, Any]] = body["messages"]
+        thinking = _thinking_on(body)
+        self._check_thinking(messages, thinking)
         prompt = _text_of(messages[0].get("content"), ("text",))
         turns = self._turns(prompt, body)
         index = sum(1 for m in messages if m.get("role") == "assistant")
@@ -703,19 +786,39 @@ class FakeLLMServer:
             raise _Reject("the scripted turn calls a tool but the request declares no tools")
 
         content: list[dict[str, Any]] = []
-        if turn.text:
-            content.append({"type": "text", "text": turn.text})
+        if thinking and turn.thinking:
+            signature = self._sign(b"thinking", turn.thinking)
+            content.append({"type": "thinking", "thinking": turn.thinking, "signature": signature})
+        if thinking and turn.redacted_thinking:
+            payload = secrets.token_urlsafe(48)
+            data = f"{payload}.{self._sign(b'redacted', payload)}"
+            content.append({"type": "redacted_thinking", "data": data})
+        reasoning = list(content)
+        text = turn.text or turn.refusal
+        if text:
+            content.append({"type": "text", "text": text})
         for entry in turn.tool_calls:
             name, arguments = _call(entry, tool_names)
             content.append(
                 {"type": "tool_use", "id": _rand("toolu_01"), "name": name, "input": arguments}
             )
-        if turn.stop_reason is None:
+        if turn.refusal:
+            stop_reason = "refusal"
+        elif turn.stop_reason is None:
             stop_reason = "tool_use" if turn.tool_calls else "end_turn"
         elif turn.stop_reason in _TRUNCATED:
             stop_reason = "max_tokens"
         else:
             stop_reason = turn.stop_reason
+        usage: dict[str, Any] = {
+            "input_tokens": turn.input_tokens,
+            "output_tokens": turn.output_tokens,
+            "cache_creation_input_tokens": turn.cache_write_tokens,
+            "cache_read_input_tokens": turn.cache_read_tokens,
+            "service_tier": "standard",
+        }
+        if turn.reasoning_tokens is not None:
+            usage["output_tokens_details"] = {"thinking_tokens": turn.reasoning_tokens}
         message = {
             "id": _rand("msg_01"),
             "type": "message",
@@ -724,22 +827,101 @@ class FakeLLMServer:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": turn.input_tokens,
-                "output_tokens": turn.output_tokens,
-                "cache_creation_input_tokens": turn.cache_write_tokens,
-                "cache_read_input_tokens": turn.cache_read_tokens,
-                "service_tier": "standard",
-            },
+            "usage": usage,
         }
+        with self._lock:
+            for block in content:
+                if block["type"] == "tool_use":
+                    self._issued_thinking[block["id"]] = reasoning
         self._own(turns, message)
+        if body.get("stream"):
+            return _anthropic_stream(message)
         return _json_reply(200, message, {"request-id": _rand("req_")})
+
+    def _sign(self, kind: bytes, text: str) -> str:
+        """A signature only this server can make: an HMAC of the text under its key."""
+        mac = hmac.new(self._thinking_key, kind + b"\0" + text.encode(), hashlib.sha256)
+        return base64.b64encode(mac.digest()).decode()
+
+    def _check_thinking(self, messages: list[dict[str, Any]], thinking: bool) -> None:
+        """Refuse thinking blocks the API would: a signature or redacted data we did not
+        issue, thinking in a final assistant message with thinking off, and (thinking on) a
+        last tool-use turn that does not start with the thinking issued with it, unchanged."""
+        last_use: int | None = None
+        for i, message in enumerate(messages):
+            blocks = message.get("content")
+            if message.get("role") != "assistant" or not isinstance(blocks, list):
+                continue
+            for j, block in enumerate(blocks):
+                kind = block.get("type")
+                if kind == "thinking":
+                    signature = block.get("signature")
+                    text = block.get("thinking")
+                    if not isinstance(text, str) or not isinstance(signature, str):
+                        raise _Reject(f"messages.{i}.content.{j}.signature: Field required")
+                    if not hmac.compare_digest(signature, self._sign(b"thinking", text)):
+                        raise _Reject(
+                            f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                        )
+                elif kind == "redacted_thinking":
+                    payload, _, mac = str(block.get("data", "")).rpartition(".")
+                    if not payload or not hmac.compare_digest(
+                        mac, self._sign(b"redacted", payload)
+                    ):
+                        raise _Reject(
+                            f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+                        )
+                elif kind == "tool_use":
+                    last_use = i
+                if (
+                    kind in ("thinking", "redacted_thinking")
+                    and not thinking
+                    and i == len(messages) - 1
+                ):
+                    raise _Reject(
+                        f"messages.{i}.content.{j}: When thinking is disabled, an `assistant`"
+                        " message in the final position cannot contain `thinking`. To use"
+                        " thinking blocks, enable `thinking` in your request."
+                    )
+        if not thinking or last_use is None:
+            return
+        blocks = messages[last_use]["content"]
+        ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+        with self._lock:
+            issued = next(
+                (self._issued_thinking[u] for u in ids if u in self._issued_thinking), None
+            )
+        if not issued:
+            return
+        first = blocks[0].get("type")
+        if first not in ("thinking", "redacted_thinking"):
+            raise _Reject(
+                f"messages.{last_use}.content.0.type: Expected `thinking` or `redacted_thinking`,"
+                f" but found `{first}`. When `thinking` is enabled, a final `assistant` message"
+                " must start with a thinking block (preceeding the lastmost set of `tool_use`"
+                " and `tool_result` blocks). We recommend you include thinking blocks from"
+                " previous turns. To avoid this requirement, disable `thinking`. Please consult"
+                " our documentation at"
+                " https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+            )
+        sent = [{k: b.get(k) for k in issue} for b, issue in zip(blocks, issued, strict=False)]
+        if sent != issued:
+            raise _Reject(
+                f"messages.{last_use}: `thinking` or `redacted_thinking` blocks in the latest"
+                " assistant message cannot be modified. These blocks must remain exactly as"
+                " received to continue the conversation."
+            )
 
     # ----------------------------------------------------------------------- Chat Completions
 
     def _chat(self, body: dict[str, Any]) -> _Reply:
         tool_names = _validate_chat(body)
         messages: list[dict[str, Any]] = body["messages"]
+        if self.null_content_500 and any(
+            m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") is None
+            for m in messages
+        ):
+            raise _Reject("Internal Server Error", status=500, kind="server_error")
         first_user = next((m for m in messages if m.get("role") == "user"), None)
         prompt = None if first_user is None else _text_of(first_user.get("content"), ("text",))
         turns = self._turns(prompt, body)
@@ -764,13 +946,15 @@ class FakeLLMServer:
             finish_reason = turn.stop_reason
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": turn.text if turn.text or not tool_calls else None,
-            "refusal": None,
+            "content": turn.text if turn.text or not (tool_calls or turn.refusal) else None,
+            "refusal": turn.refusal or None,
             "annotations": [],
         }
+        if turn.thinking:  # as vLLM and llama.cpp's server return a reasoning model's thoughts
+            message["reasoning_content"] = turn.thinking
         if tool_calls:
             message["tool_calls"] = tool_calls
-        completion = {
+        completion: dict[str, Any] = {
             "id": _rand("chatcmpl-"),
             "object": "chat.completion",
             "created": int(time.time()),
@@ -778,7 +962,14 @@ class FakeLLMServer:
             "choices": [
                 {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
             ],
-            "usage": {
+            "service_tier": "default",
+            "system_fingerprint": "fp_fake",
+        }
+        if turn.usage:
+            reasoning = (
+                {} if turn.reasoning_tokens is None else {"reasoning_tokens": turn.reasoning_tokens}
+            )
+            completion["usage"] = {
                 "prompt_tokens": turn.input_tokens,
                 "completion_tokens": turn.output_tokens,
                 "total_tokens": turn.input_tokens + turn.output_tokens,
@@ -788,25 +979,38 @@ class FakeLLMServer:
                     "audio_tokens": 0,
                 },
                 "completion_tokens_details": {
-                    "reasoning_tokens": 0,
+                    **reasoning,
                     "audio_tokens": 0,
                     "accepted_prediction_tokens": 0,
                     "rejected_prediction_tokens": 0,
                 },
-            },
-            "service_tier": "default",
-            "system_fingerprint": "fp_fake",
-        }
+            }
         self._own(turns, completion)
-        return _json_reply(200, completion, {"x-request-id": _rand("req_")})
+        headers = {"x-request-id": _rand("req_")}
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            events = _chat_events(completion, bool(options.get("include_usage")))
+            return _Reply(200, events, {**headers, "content-type": "text/event-stream"})
+        return _json_reply(200, completion, headers)
 
     # ----------------------------------------------------------------------- Responses
+
+    def _encrypt(self, reasoning_id: str) -> str:
+        """A reasoning item's `encrypted_content`: opaque, bound to its id by an HMAC."""
+        nonce = secrets.token_urlsafe(48)
+        mac = hmac.new(self._reasoning_key, f"{reasoning_id}.{nonce}".encode(), "sha256")
+        return f"gAAAA{nonce}.{mac.hexdigest()}"
+
+    def _genuine(self, reasoning_id: str, content: str) -> bool:
+        nonce, _, mac = content.removeprefix("gAAAA").rpartition(".")
+        good = hmac.new(self._reasoning_key, f"{reasoning_id}.{nonce}".encode(), "sha256")
+        return content.startswith("gAAAA") and hmac.compare_digest(mac, good.hexdigest())
 
     def _responses(self, body: dict[str, Any]) -> _Reply:
         with self._lock:
             issued = set(self._issued_reasoning)
             needs = dict(self._needs_reasoning)
-        tool_names = _validate_responses(body, issued, needs)
+        tool_names = _validate_responses(body, issued, needs, self._genuine)
         items: list[Any] = (
             [{"role": "user", "content": body["input"]}]
             if isinstance(body["input"], str)
@@ -828,27 +1032,32 @@ class FakeLLMServer:
         include = body.get("include") or []
         output: list[dict[str, Any]] = []
         reasoning_id: str | None = None
-        if turn.reasoning:
+        if turn.reasoning or turn.thinking:
             reasoning_id = _rand("rs_", 32)
-            reasoning: dict[str, Any] = {"type": "reasoning", "id": reasoning_id, "summary": []}
+            summary = [{"type": "summary_text", "text": turn.thinking}] if turn.thinking else []
+            reasoning: dict[str, Any] = {
+                "type": "reasoning",
+                "id": reasoning_id,
+                "summary": summary,
+            }
             if "reasoning.encrypted_content" in include:
-                reasoning["encrypted_content"] = "gAAAA" + secrets.token_urlsafe(48)
+                reasoning["encrypted_content"] = self._encrypt(reasoning_id)
             output.append(reasoning)
+        parts: list[dict[str, Any]] = []
         if turn.text:
+            parts.append(
+                {"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []}
+            )
+        if turn.refusal:
+            parts.append({"type": "refusal", "refusal": turn.refusal})
+        if parts:
             output.append(
                 {
                     "type": "message",
                     "id": _rand("msg_", 32),
                     "role": "assistant",
                     "status": "completed",
-                    "content": [
-                        {
-                            "type": "output_text",
-                            "text": turn.text,
-                            "annotations": [],
-                            "logprobs": [],
-                        }
-                    ],
+                    "content": parts,
                 }
             )
         for entry in turn.tool_calls:
@@ -869,7 +1078,12 @@ class FakeLLMServer:
                 for item in output[1:]:
                     self._needs_reasoning[item["id"]] = reasoning_id
 
-        incomplete = turn.stop_reason is not None and turn.stop_reason in _TRUNCATED
+        if turn.stop_reason is not None and turn.stop_reason in _TRUNCATED:
+            incomplete: str | None = "max_output_tokens"
+        elif turn.stop_reason == "content_filter":
+            incomplete = "content_filter"
+        else:
+            incomplete = None
         tools = [
             {"strict": True, "description": None, **tool}
             if tool.get("type") == "function"
@@ -877,6 +1091,8 @@ class FakeLLMServer:
             for tool in body.get("tools") or []
         ]
         now = int(time.time())
+        # The Responses API always counts reasoning tokens (the SDK's type requires them).
+        reasoning_tokens = {"reasoning_tokens": turn.reasoning_tokens or 0}
         response = {
             "id": _rand("resp_", 32),
             "object": "response",
@@ -885,7 +1101,7 @@ class FakeLLMServer:
             "completed_at": None if incomplete else now,
             "background": False,
             "error": None,
-            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "incomplete_details": {"reason": incomplete} if incomplete else None,
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
             "max_tool_calls": None,
@@ -910,17 +1126,217 @@ class FakeLLMServer:
                     "cache_write_tokens": turn.cache_write_tokens,
                 },
                 "output_tokens": turn.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens_details": reasoning_tokens,
                 "total_tokens": turn.input_tokens + turn.output_tokens,
-            },
+            }
+            if turn.usage
+            else None,
             "user": None,
             "metadata": {},
         }
         self._own(turns, response)
-        return _json_reply(200, response, {"x-request-id": _rand("req_")})
+        headers = {"x-request-id": _rand("req_")}
+        if body.get("stream"):
+            return _Reply(
+                200, _responses_events(response), {**headers, "content-type": "text/event-stream"}
+            )
+        return _json_reply(200, response, headers)
+
+
+# --------------------------------------------------------------------------- OpenAI streaming
+
+
+def _sse(events: list[dict[str, Any]], named: bool) -> bytes:
+    """Server-sent events: Responses names each event by its type, Chat Completions does not."""
+    lines = (
+        (f"event: {e['type']}\n" if named else "") + f"data: {json.dumps(e)}\n\n" for e in events
+    )
+    return "".join(lines).encode()
+
+
+def _halves(text: str) -> list[str]:
+    """A text in two deltas, so that a client must join them."""
+    cut = len(text) // 2
+    return [part for part in (text[:cut], text[cut:]) if part]
+
+
+def _chat_events(completion: dict[str, Any], include_usage: bool) -> bytes:
+    """A completion as Chat Completions streams it: deltas of each field, the tool calls by
+    index with their arguments in pieces, the finish reason, then (asked for with
+    `stream_options.include_usage`) a last chunk with no choices and the usage."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    head = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        entry = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {**head, "choices": [entry]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    for key in ("reasoning_content", "content", "refusal"):
+        chunks += [chunk({key: part}) for part in _halves(message.get(key) or "")]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        first, *rest = _halves(function["arguments"]) or [""]
+        opening = {"name": function["name"], "arguments": first}
+        chunks.append(chunk({"tool_calls": [{"index": i, **call, "function": opening}]}))
+        chunks += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in rest
+        ]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage and "usage" in completion:
+        chunks.append({**head, "choices": [], "usage": completion["usage"]})
+    return _sse(chunks, named=False) + b"data: [DONE]\n\n"
+
+
+def _responses_events(response: dict[str, Any]) -> bytes:
+    """A response as the Responses API streams it: created, each output item added, its deltas
+    and done, then the whole response (completed or incomplete)."""
+    events: list[dict[str, Any]] = []
+
+    def event(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    event("response.created", response={**response, "status": "in_progress", "output": []})
+    for index, item in enumerate(response["output"]):
+        where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "reasoning":
+            event("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for j, part in enumerate(item["summary"]):
+                for delta in _halves(part["text"]):
+                    event(
+                        "response.reasoning_summary_text.delta",
+                        **where,
+                        summary_index=j,
+                        delta=delta,
+                    )
+        elif item["type"] == "message":
+            event("response.output_item.added", output_index=index, item={**item, "content": []})
+            for j, part in enumerate(item["content"]):
+                for delta in _halves(part.get("text") or ""):
+                    event(
+                        "response.output_text.delta",
+                        **where,
+                        content_index=j,
+                        delta=delta,
+                        logprobs=[],
+                    )
+        else:
+            opening = {**item, "arguments": "", "status": "in_progress"}
+            event("response.output_item.added", output_index=index, item=opening)
+            for delta in _halves(item["arguments"]):
+                event("response.function_call_arguments.delta", **where, delta=delta)
+        event("response.output_item.done", output_index=index, item=item)
+    final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    event(final, response=response)
+    return _sse(events, named=True)
 
 
 # --------------------------------------------------------------------------- validation
+
+
+def _thinking_on(body: dict[str, Any]) -> bool:
+    """Whether the request asks for thinking (a budget, or the adaptive mode)."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _pieces(text: str, size: int = 7) -> list[str]:
+    """`text` in the small pieces a stream sends it in (at least one)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _anthropic_stream(message: dict[str, Any]) -> _Reply:
+    """`message` as the Messages API streams it: server-sent events, each block opened,
+    filled by deltas (text, thinking and its signature, tool input as partial JSON), closed."""
+    events: list[str] = []
+
+    def event(name: str, data: dict[str, Any]) -> None:
+        events.append(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    start["usage"].pop("output_tokens_details", None)
+    event("message_start", {"type": "message_start", "message": start})
+    event("ping", {"type": "ping"})
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        opened = {
+            "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+            "text": {"type": "text", "text": ""},
+            "tool_use": {**block, "input": {}},
+        }.get(kind, block)
+        event(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opened},
+        )
+        deltas: list[dict[str, Any]] = []
+        if kind == "thinking":
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "text":
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
+        elif kind == "tool_use":
+            arguments = json.dumps(block["input"])
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(arguments)]
+        for delta in deltas:
+            event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
+        event("content_block_stop", {"type": "content_block_stop", "index": index})
+    ended = {"output_tokens": usage["output_tokens"]}
+    if "output_tokens_details" in usage:
+        ended["output_tokens_details"] = usage["output_tokens_details"]
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
+    event("message_delta", {"type": "message_delta", "delta": delta, "usage": ended})
+    event("message_stop", {"type": "message_stop"})
+    headers = {"request-id": _rand("req_"), "content-type": "text/event-stream"}
+    return _Reply(200, "".join(events).encode(), headers)
+
+
+_THINKING_DOCS = (
+    "Please consult our documentation at"
+    " https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+)
+
+
+def _validate_thinking(body: dict[str, Any], max_tokens: int) -> None:
+    """Reject the `thinking` settings, and the sampling beside them, the API rejects."""
+    thinking = body.get("thinking")
+    if thinking is None:
+        return
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "disabled", "adaptive", "between_tools"):
+        raise _Reject(
+            "thinking.type: Input should be 'enabled', 'disabled', 'adaptive' or 'between_tools'"
+        )
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or isinstance(budget, bool):
+            raise _Reject("thinking.enabled.budget_tokens: Field required")
+        if budget < 1024:
+            raise _Reject(
+                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            )
+        if budget >= max_tokens:
+            raise _Reject(
+                "`max_tokens` must be greater than `thinking.budget_tokens`. " + _THINKING_DOCS
+            )
+    if not _thinking_on(body):
+        return
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise _Reject(
+            "`temperature` may only be set to 1 when thinking is enabled. " + _THINKING_DOCS
+        )
+    top_p = body.get("top_p")
+    if top_p is not None and not 0.95 <= top_p <= 1:
+        raise _Reject(
+            "`top_p` must be greater than or equal to 0.95 and at most 1, or unset, when"
+            " thinking is enabled. " + _THINKING_DOCS
+        )
 
 
 def _validate_anthropic(body: dict[str, Any]) -> list[str]:
@@ -930,6 +1346,7 @@ def _validate_anthropic(body: dict[str, Any]) -> list[str]:
         raise _Reject("max_tokens: Field required")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise _Reject("max_tokens: Input should be a valid integer greater than or equal to 1")
+    _validate_thinking(body, max_tokens)
 
     cache_controls = 0
 
@@ -1039,10 +1456,20 @@ def _validate_anthropic(body: dict[str, Any]) -> list[str]:
             kind = block.get("type") if isinstance(block, dict) else None
             if not isinstance(kind, str):
                 raise _Reject(f"{where}.type: Field required")
+            if kind in ("thinking", "redacted_thinking"):
+                if block.get("cache_control") is not None:
+                    raise _Reject(f"{where}.{kind}.cache_control: Extra inputs are not permitted")
+                if role != "assistant":
+                    raise _Reject(f"{where}: `{kind}` blocks may only appear in assistant messages")
             cache_control(block, where)
             if kind == "text":
                 if not isinstance(block.get("text"), str) or not block["text"]:
                     raise _Reject("messages: text content blocks must be non-empty")
+                final = last and role == "assistant" and j == len(blocks) - 1
+                if final and block["text"] != block["text"].rstrip():
+                    raise _Reject(
+                        "messages: final assistant content cannot end with trailing whitespace"
+                    )
             elif kind == "tool_use":
                 if role != "assistant":
                     raise _Reject(
@@ -1286,9 +1713,13 @@ def _count_response_turns(items: list[Any]) -> int:
 
 
 def _validate_responses(
-    body: dict[str, Any], issued_reasoning: set[str], needs_reasoning: dict[str, str]
+    body: dict[str, Any],
+    issued_reasoning: set[str],
+    needs_reasoning: dict[str, str],
+    genuine: Callable[[str, str], bool] = lambda item_id, content: True,
 ) -> list[str]:
-    """Reject what the Responses API rejects; return the request's function tool names."""
+    """Reject what the Responses API rejects; return the request's function tool names.
+    `genuine(id, encrypted_content)` says whether a reasoning item's content is as issued."""
     if body.get("previous_response_id") is not None:
         raise _Reject(
             f"Previous response with id '{body['previous_response_id']}' not found (the fake LLM"
@@ -1438,6 +1869,14 @@ def _validate_responses(
                     " following item.",
                     param="input",
                 )
+            encrypted = item.get("encrypted_content")
+            if encrypted and not genuine(item_id, str(encrypted)):
+                raise _Reject(
+                    f"The encrypted content for item {item_id} could not be verified. Reason:"
+                    " Encrypted content could not be decrypted or parsed.",
+                    param="input",
+                    code="invalid_encrypted_content",
+                )
             reasoning_seen.add(item_id)
         elif kind != "item_reference":
             raise _Reject(
@@ -1503,7 +1942,8 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.in_flight += 1
                 fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
             try:
-                time.sleep(fake.latency)
+                with fake._turn() if fake.serial else contextlib.nullcontext():
+                    time.sleep(fake.latency)
             finally:
                 with fake._lock:
                     fake.in_flight -= 1
@@ -1535,9 +1975,11 @@ class _Handler(BaseHTTPRequestHandler):
         if record is not None:
             record.status = reply.status
         self.send_response(reply.status)
-        self.send_header("content-type", "application/json")
+        # A streamed reply says its own type (text/event-stream).
+        self.send_header("content-type", reply.headers.get("content-type", "application/json"))
         self.send_header("content-length", str(len(reply.body)))
         for name, value in reply.headers.items():
-            self.send_header(name, value)
+            if name != "content-type":
+                self.send_header(name, value)
         self.end_headers()
         self.wfile.write(reply.body)

@@ -15,7 +15,7 @@ import anthropic
 import openai
 import pytest
 from anthropic.types import Message, TextBlock, ToolUseBlock
-from fake_llm_server import FakeLLMServer, Fault, Turn
+from fake_llm_server import FakeLLMServer, Fault, ToolCall, Turn
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from openai.types.responses import (
     Response,
@@ -432,6 +432,118 @@ def test_anthropic_accepts_answered_tool_use(
     }
     message = _claude(claude, _anthropic_body(messages=[USER, TOOL_USE, answer]))
     assert [b.text for b in message.content if isinstance(b, TextBlock)] == ["Two."]
+
+
+THOUGHT: dict[str, Any] = {"type": "thinking", "thinking": "hm", "signature": "c2ln"}
+ANTHROPIC_THINKING_BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "budget below 1024",
+        _anthropic_body(max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 1000}),
+        "budget_tokens: Input should be greater than or equal to 1024",
+    ),
+    (
+        "budget not below max_tokens",
+        _anthropic_body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}),
+        "`max_tokens` must be greater than `thinking.budget_tokens`",
+    ),
+    (
+        "temperature with thinking",
+        _anthropic_body(thinking={"type": "adaptive"}, temperature=0.5),
+        "`temperature` may only be set to 1 when thinking is enabled",
+    ),
+    (
+        "top_p with thinking",
+        _anthropic_body(thinking={"type": "adaptive"}, top_p=0.5),
+        "`top_p` must be greater than or equal to 0.95",
+    ),
+    (
+        "a signature the server did not make",
+        _anthropic_body(messages=[USER, {"role": "assistant", "content": [THOUGHT]}]),
+        "messages.1.content.0: Invalid `signature` in `thinking` block",
+    ),
+    (
+        "cache_control on thinking",
+        _anthropic_body(
+            messages=[
+                USER,
+                {
+                    "role": "assistant",
+                    "content": [{**THOUGHT, "cache_control": {"type": "ephemeral"}}],
+                },
+            ]
+        ),
+        "thinking.cache_control: Extra inputs are not permitted",
+    ),
+    (
+        "final assistant text ending in whitespace",
+        _anthropic_body(
+            messages=[USER, {"role": "assistant", "content": [{"type": "text", "text": "So "}]}]
+        ),
+        "final assistant content cannot end with trailing whitespace",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [(b, m) for _, b, m in ANTHROPIC_THINKING_BAD],
+    ids=[i for i, _, _ in ANTHROPIC_THINKING_BAD],
+)
+def test_anthropic_rejects_thinking_as_the_api_does(
+    server: FakeLLMServer, claude: anthropic.Anthropic, body: dict[str, Any], message: str
+) -> None:
+    server.script("Count the files.", [Turn(text="ok")])
+    with pytest.raises(anthropic.BadRequestError) as info:
+        _claude(claude, body)
+    assert isinstance(info.value.body, dict)
+    assert message in info.value.body["error"]["message"]
+
+
+def test_anthropic_streams_what_it_would_answer(
+    server: FakeLLMServer, claude: anthropic.Anthropic
+) -> None:
+    turn = Turn(
+        thinking="Count, then answer.",
+        redacted_thinking=True,
+        text="Let me look at the whole folder first.",
+        tool_calls=[ToolCall("bash", {"commands": "ls -la /in | wc -l"})],
+        input_tokens=12,
+        output_tokens=34,
+        reasoning_tokens=20,
+    )
+    server.script("Count the files.", [turn])
+    thinking: Any = {"type": "enabled", "budget_tokens": 1024}
+    kwargs: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 2048,
+        "tools": ANTHROPIC_TOOLS,
+        "messages": [USER],
+        "thinking": thinking,
+    }
+    whole = claude.messages.create(**kwargs)
+    with claude.messages.stream(**kwargs) as stream:
+        kinds = {event.type for event in stream}
+        streamed = stream.get_final_message()
+    assert {"thinking", "signature", "text", "input_json"} <= kinds
+    assert server.requests[1].body["stream"] is True
+
+    def shape(message: Message) -> list[Any]:
+        return [
+            {k: v for k, v in block.to_dict().items() if k not in ("id", "signature", "data")}
+            for block in message.content
+        ]
+
+    assert shape(streamed) == shape(whole)
+    assert [b.type for b in streamed.content] == [
+        "thinking",
+        "redacted_thinking",
+        "text",
+        "tool_use",
+    ]
+    assert streamed.stop_reason == whole.stop_reason == "tool_use"
+    assert streamed.usage.output_tokens == 34
+    assert streamed.usage.output_tokens_details is not None
+    assert streamed.usage.output_tokens_details.thinking_tokens == 20
 
 
 CALLS: dict[str, Any] = {

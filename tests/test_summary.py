@@ -377,7 +377,7 @@ def test_several_signals_come_in_a_fixed_order() -> None:
     ]
 
 
-def test_call_usage_sums_the_calls_and_keeps_an_unpriced_cost_unknown() -> None:
+def test_call_usage_sums_the_calls_and_any_unpriced_call_makes_the_cost_unknown() -> None:
     from pytest_llmtool.records import CallUsage, LLMCallMetrics
 
     def call(n: int, cost: float | None) -> LLMCallMetrics:
@@ -389,14 +389,19 @@ def test_call_usage_sums_the_calls_and_keeps_an_unpriced_cost_unknown() -> None:
 
     unpriced = CallUsage.of([call(1, None), call(2, None)])
     assert (unpriced.calls, unpriced.input_tokens, unpriced.cost_usd) == (2, 300, None)
-    usage = CallUsage.of([call(1, 0.25), call(2, None), call(3, 0.5)])
+    usage = CallUsage.of([call(1, 0.25), call(3, 0.5)])
     assert usage.model_dump() == {
-        "calls": 3, "input_tokens": 600, "output_tokens": 6, "cache_read_tokens": 6,
-        "cache_write_tokens": 12, "retries": 2, "cost_usd": 0.75,
+        "calls": 2, "input_tokens": 400, "output_tokens": 4, "cache_read_tokens": 4,
+        "cache_write_tokens": 8, "retries": 2, "cost_usd": 0.75,
     }  # fmt: skip
     usage.add([])
     usage.add([call(4, 0.125)])
-    assert (usage.calls, usage.input_tokens, usage.retries, usage.cost_usd) == (4, 1000, 2, 0.875)
+    assert (usage.calls, usage.input_tokens, usage.retries, usage.cost_usd) == (3, 800, 2, 0.875)
+    # One call of unknown cost makes the sum unknown: the others' sum would read as the whole.
+    usage.add([call(2, None)])
+    assert (usage.calls, usage.cost_usd) == (4, None)
+    usage.add([call(5, 0.5)])
+    assert usage.cost_usd is None
 
 
 # --- the setup's key --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_llmtool.agents.pricing import Price
-from pytest_llmtool.records import Message, ModelParams, ToolSpec, Usage
+from pytest_llmtool.records import Message, ModelParams, StopKind, ToolSpec, Usage
 
 # `max_tokens` where a provider's API requires one and `--llm-max-tokens` sends none; where it
 # requires none, nothing caps a call's output.
@@ -39,6 +39,25 @@ class ChatResponse(BaseModel):
     # The sampling parameters the provider was sent (its defaults filled in where the API
     # requires a value); None from an agent that calls no provider.
     params: ModelParams | None = None
+    # Why the reply ended (`records.StopKind`), as the provider's adapter reads its answer;
+    # None from an agent that does not say (the offline agents, a replayed old recording).
+    stop_kind: StopKind | None = None
+    # Milliseconds from sending to the first token of a streamed call; None when not streamed.
+    ttft_ms: float | None = None
+
+
+def too_long(reason: str) -> ChatResponse:
+    """The reply to a conversation the model's context cannot hold: the provider refuses the
+    call (HTTP 400), but the model's own output filled the window, so the task ends as the
+    model's failure with its trace (stop kind `context_window`), not as an outage. Its usage is
+    unknown: nothing was answered."""
+    return ChatResponse(
+        message=Message(role="assistant", content=[]),
+        stop=False,
+        stop_kind="context_window",
+        stop_reason=reason,
+        usage=Usage(reported=False),
+    )
 
 
 class AgentError(Exception):
