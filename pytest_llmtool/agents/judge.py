@@ -37,9 +37,11 @@ from pytest_llmtool.records import (
     LLMCallMetrics,
     Message,
     Prescriptiveness,
+    ReasoningContent,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    reasoning_texts,
 )
 
 WEIGHT_TOLERANCE = 0.01
@@ -304,7 +306,7 @@ class Entry:
     what the agent or its tools produced is only ever `content`, so it poses as no turn."""
 
     role: Literal["user", "assistant", "tool", "agent", "harness"]
-    kind: Literal["text", "command", "tool_result"]
+    kind: Literal["text", "command", "tool_result", "thinking"]
     content: str
     tool: str | None = None
 
@@ -314,12 +316,21 @@ class Entry:
 Transcript = str | Sequence[Entry]
 
 
-def trace_entries(trace: AgentTrace) -> list[Entry]:
-    """The conversation of a trace as the judge reads it: messages, commands, tool results."""
+def trace_entries(trace: AgentTrace, *, thinking: bool = False) -> list[Entry]:
+    """The conversation of a trace as the judge reads it: messages, commands, tool results;
+    the model's thinking and reasoning summaries only with `thinking` (a scenario's
+    `judge.include_thinking`), as the judge grades what the agent said and did. Redacted and
+    encrypted reasoning is opaque and never shown."""
     entries = []
     for message in trace.messages:
         for block in message.content:
-            if isinstance(block, ToolResultBlock):
+            if isinstance(block, ReasoningContent):
+                if thinking:
+                    entries += [
+                        Entry(role=message.role, kind="thinking", content=text)
+                        for text in reasoning_texts(block)
+                    ]
+            elif isinstance(block, ToolResultBlock):
                 entries.append(Entry(role="tool", kind="tool_result", content=block.content))
             elif isinstance(block, ToolUseBlock):
                 commands = block.input.get("commands")

@@ -1,7 +1,10 @@
 """The agent loop: the only place that knows turns, natural stop and batched tool calls.
 
-One turn is one `agent.chat` call. The loop ends naturally when the agent signals a stop or
-replies without tool calls, and unnaturally after `max_turns`. Several tool calls in one
+One turn is one `agent.chat` call. The loop ends naturally only at the model's own end of turn
+(`stop_kind` "end_turn"; an agent that gives none, like the offline ones, by signalling a stop
+or replying without tool calls), and unnaturally after `max_turns`, at a reply cut at its
+output limit (its tool calls are not run: their arguments may be cut), a refusal, a filter, an
+empty reply. A paused turn is sent back as it is to be continued. Several tool calls in one
 reply run in order on the same sandbox, and all their results go back in one user message.
 """
 
@@ -18,11 +21,14 @@ from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.agents.retry import CALL_LOG, CallLog, ProviderError
 from pytest_llmtool.records import (
     AgentTrace,
+    ContentBlock,
     LLMCallMetrics,
     Message,
     ModelParams,
     ModelSetup,
+    ReasoningContent,
     RunTrace,
+    StopKind,
     TextBlock,
     ToolCallResult,
     ToolResultBlock,
@@ -53,6 +59,20 @@ def commands_of(call: ToolUseBlock) -> str:
         if isinstance(value, str):
             return value
     return ""
+
+
+# Where a provider adapter keeps tool arguments that are not a JSON object (`openai_chat`): a
+# call cut short by a server that does not say so (llama.cpp's says `tool_calls`).
+UNPARSED = "_raw"
+NOT_RUN = "not run: the tool call's arguments are not a JSON object (cut short?)"
+
+
+def not_run(call: ToolUseBlock) -> ToolCallResult:
+    """A call whose arguments could not be read: never run with what part of them came, and
+    answered as a failed call so that the model may try again."""
+    return ToolCallResult(
+        commands=str(call.input[UNPARSED]), stdout="", stderr=NOT_RUN, exit_code=2
+    )
 
 
 def _abandoned(log: CallLog, turns: int) -> None:
@@ -124,11 +144,13 @@ async def metered_chat(
             budget.settle(held, 0.0)  # a failed call: nothing came back to be billed
         raise
     usage = response.usage
+    # The time queued in our own window (`wait_ms`) is ours, not the model's latency.
+    elapsed = (time.perf_counter() - started) * 1000 - response.wait_ms
     metrics = LLMCallMetrics(
         call_number=number,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
-        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        latency_ms=round(max(elapsed, 0.0), 3),
         cumulative_input=cumulative_input + usage.input_tokens,
         tool_calls_made=len(response.message.tool_uses()),
         cache_read_tokens=usage.cache_read_tokens,
@@ -136,11 +158,31 @@ async def metered_chat(
         retries=response.retries,
         wait_ms=response.wait_ms,
         stop_reason=response.stop_reason,
-        cost_usd=price.cost(usage) if price else None,
+        # Unreported usage reads 0 tokens: its cost is unknown, not free.
+        cost_usd=price.cost(usage) if price and usage.reported else None,
+        stop=response.stop_kind,
+        reasoning_tokens=usage.reasoning_tokens,
+        ttft_ms=response.ttft_ms,
+        usage_reported=usage.reported,
     )
     if budget is not None:
-        budget.settle(held, metrics.cost_usd or 0.0)
+        # A call of unknown cost keeps its worst case as spent, as an abandoned one does.
+        budget.settle(held, held if not usage.reported else metrics.cost_usd or 0.0)
     return response, metrics
+
+
+def stop_of(response: ChatResponse) -> StopKind:
+    """Why a reply ended: the provider adapter's word, or for an agent that gives none (the
+    offline agents, an old recording) today's rule: a stop signal or a reply without tool
+    calls ends the turn. A reply with no content at all is never a natural end."""
+    said = [b for b in response.message.content if not isinstance(b, ReasoningContent)]
+    if not said and response.stop_kind in (None, "end_turn", "tool_use"):
+        return "empty"
+    if response.stop_kind == "tool_use" and not response.message.tool_uses():
+        return "other"  # said it calls a tool, and called none
+    if response.stop_kind is not None:
+        return response.stop_kind
+    return "end_turn" if response.stop or not response.message.tool_uses() else "tool_use"
 
 
 async def run_agent_loop(
@@ -175,7 +217,7 @@ async def run_agent_loop(
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 _abandoned(CallLog(), trace.turns)
-                trace.timed_out = True
+                trace.timed_out, trace.stop = True, "timed_out"
                 break
             log = CallLog()
             token = CALL_LOG.set(log)
@@ -193,10 +235,11 @@ async def run_agent_loop(
                     response, metrics = await pending
             except BudgetExhausted as exc:
                 stopped = exc  # the task ends here, keeping what it did
+                trace.stop = "budget"
                 break
             except TimeoutError:
                 _abandoned(log, trace.turns)
-                trace.timed_out = True
+                trace.timed_out, trace.stop = True, "timed_out"
                 break
             finally:
                 CALL_LOG.reset(token)
@@ -208,12 +251,17 @@ async def run_agent_loop(
             params = params or response.params
             tool_uses = response.message.tool_uses()
             trace.messages.append(response.message)
-            if response.stop or not tool_uses:
-                trace.natural_stop = True
+            trace.stop = stop_of(response)
+            if trace.stop == "pause":
+                continue  # sent back as it is, no user turn between: the provider goes on
+            if trace.stop != "tool_use" or not tool_uses:
+                trace.natural_stop = trace.stop == "end_turn"
                 break
-            results: list[TextBlock | ToolUseBlock | ToolResultBlock] = []
+            results: list[ContentBlock] = []
             for call in tool_uses:
-                if run_tool is None:
+                if set(call.input) == {UNPARSED}:
+                    outcome = not_run(call)
+                elif run_tool is None:
                     outcome = await sandbox.run(commands_of(call))
                 else:
                     outcome = await run_tool(call)
@@ -228,6 +276,8 @@ async def run_agent_loop(
                     )
                 )
             trace.messages.append(Message(role="user", content=results))
+        else:
+            trace.stop = "max_turns"
     finally:
         trace.duration_ms = round((time.perf_counter() - started) * 1000)
     # What every call was given besides the conversation: the same each turn.

@@ -343,7 +343,8 @@ class Traced:
         if any(call.input_tokens for call in trace.llm_calls):
             self._counted_runs += 1
             for call in trace.llm_calls:
-                self._tokens[model][call.call_number].append(call.input_tokens)
+                if call.usage_reported:  # an unreported call's 0 is no context size
+                    self._tokens[model][call.call_number].append(call.input_tokens)
 
     def tokens(self) -> tuple[dict[str, dict[int, list[int]]], int]:
         """Input tokens by model and call number (bash tasks and scenarios), and how many

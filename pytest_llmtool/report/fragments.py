@@ -21,14 +21,19 @@ from pytest_llmtool.records import (
     LLMCallMetrics,
     ModelParams,
     ModelSetup,
+    ReasoningBlock,
+    ReasoningContent,
+    RedactedThinkingBlock,
     ScoreResult,
     TextBlock,
+    ThinkingBlock,
     ToolCallResult,
     ToolUseBlock,
 )
 from pytest_llmtool.report.costs import cost_cell
 
 TEXT_LIMIT = 4000  # characters of one text shown in the report
+CUT_CALL = "Tool call not run: the reply was cut at max_tokens, its arguments may be cut"
 
 
 def esc(value: object) -> str:
@@ -163,20 +168,30 @@ def prescriptiveness(response: JudgeResponse) -> str:
     return f"Prescriptiveness {rated.level}/3{why}{shown}"
 
 
+def stop_cell(m: LLMCallMetrics) -> str:
+    """Why a reply ended: the neutral kind, with the provider's word where it differs."""
+    if m.stop is None or m.stop_reason in (None, m.stop):
+        return m.stop or m.stop_reason or ""
+    return f"{m.stop} ({m.stop_reason})"
+
+
 def calls(metrics: Sequence[LLMCallMetrics]) -> str:
-    """Seed 003's per-call metrics: tokens, cache, latency and the growing context."""
+    """Seed 003's per-call metrics: tokens (of the output, those spent reasoning), cache,
+    latency and time to first token, the growing context, and why each reply ended."""
     rows = [
         (
             m.call_number,
-            m.input_tokens,
-            m.output_tokens,
+            m.input_tokens if m.usage_reported else "not reported",
+            m.output_tokens if m.usage_reported else "not reported",
+            "" if m.reasoning_tokens is None else m.reasoning_tokens,
             m.cache_read_tokens,
             m.cache_write_tokens,
             f"{m.latency_ms:.0f}",
+            "" if m.ttft_ms is None else f"{m.ttft_ms:.0f}",
             m.cumulative_input,
             m.tool_calls_made,
             m.retries,
-            m.stop_reason,
+            stop_cell(m),
             cost_cell(m.cost_usd, bool(m.input_tokens + m.output_tokens)),
         )
         for m in metrics
@@ -185,9 +200,11 @@ def calls(metrics: Sequence[LLMCallMetrics]) -> str:
         "Call",
         "Input",
         "Output",
+        "Reasoning",
         "Cache read",
         "Cache write",
         "Latency ms",
+        "First token ms",
         "Cumulative input",
         "Tool calls",
         "Retries",
@@ -210,6 +227,21 @@ def tool_call(call: ToolCallResult) -> str:
     return "".join(parts) + "</div>"
 
 
+def reasoning(block: ThinkingBlock | RedactedThinkingBlock | ReasoningBlock) -> str:
+    """A model's thinking, folded; redacted thinking marked as such. Encrypted reasoning is
+    opaque and long: only its presence is said."""
+    if isinstance(block, RedactedThinkingBlock):
+        return '<div class="llm-turn llm-thinking"><i>Thinking redacted by the provider</i></div>'
+    if isinstance(block, ThinkingBlock):
+        body = pre(block.thinking)
+        title = f"Thinking ({size(block.thinking)})"
+    else:
+        body = "".join(pre(text) for text in block.summary)
+        encrypted = " + encrypted reasoning, not shown" if block.encrypted_content else ""
+        title = f"Reasoning summary ({size(''.join(block.summary))}{encrypted})"
+    return f'<div class="llm-turn llm-thinking">{fold(esc(title), body)}</div>'
+
+
 def conversation(trace: AgentTrace) -> str:
     """The prompt, each model reply and each tool call, in order; folded, with its size.
 
@@ -221,7 +253,9 @@ def conversation(trace: AgentTrace) -> str:
     total += sum(len(c.commands) + len(c.stdout) + len(c.stderr) for c in trace.tool_calls)
     for message in trace.messages:
         for block in message.content:
-            if isinstance(block, TextBlock) and block.text:
+            if isinstance(block, ReasoningContent):
+                turns.append(reasoning(block))
+            elif isinstance(block, TextBlock) and block.text:
                 who = "Prompt" if message.role == "user" else "Model"
                 turns.append(
                     f'<div class="llm-turn llm-{message.role}"><b>{who}</b>{pre(block.text)}</div>'
@@ -230,8 +264,15 @@ def conversation(trace: AgentTrace) -> str:
                 call = next(calls_left, None)
                 if call is not None:
                     turns.append(tool_call(call))
+                elif trace.stop == "max_tokens":
+                    turns.append(
+                        f'<div class="llm-call llm-error">{esc(CUT_CALL)}{pre(str(block.input))}'
+                        "</div>"
+                    )
     turns += [tool_call(call) for call in calls_left]
+    ended = f"; ended: {trace.stop}" if trace.stop else ""
     summary = (
         f"Conversation: {trace.turns} turns, {len(trace.tool_calls)} tool calls ({size(total)})"
+        f"{esc(ended)}"
     )
     return fold(summary, "".join(turns), section="conversation")

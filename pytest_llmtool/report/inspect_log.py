@@ -31,11 +31,16 @@ from pytest_llmtool.records import (
     EvalReport,
     ItemResult,
     LLMCallMetrics,
+    Message,
     ModelSetup,
     OptimizationResult,
+    ReasoningBlock,
+    ReasoningContent,
+    RedactedThinkingBlock,
     ScenarioResult,
     TaskResult,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -43,6 +48,7 @@ from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor
 
 if TYPE_CHECKING:
+    from inspect_ai._util.content import Content
     from inspect_ai.log import EvalLog, EvalSample
     from inspect_ai.model import ChatMessage, ModelUsage
     from inspect_ai.scorer import Score
@@ -55,6 +61,10 @@ KIND_RESULTS = (
     ("scenario", "scenarios"),
     ("optimization", "optimization_results"),
 )
+# A choice's stop in Inspect's words (`ChatCompletionChoice.stop_reason`).
+InspectStop = Literal[
+    "stop", "max_tokens", "model_length", "tool_calls", "content_filter", "unknown"
+]
 # Scores whose value is C or I: averaged as `accuracy`; the others' numbers as `mean`.
 PASS_FAIL = ("checks", "gates", "speedup")
 
@@ -83,7 +93,9 @@ def _usage(calls: Sequence[LLMCallMetrics]) -> ModelUsage:
     written = sum(c.cache_write_tokens for c in calls)
     output = sum(c.output_tokens for c in calls)
     costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    reasoning = [c.reasoning_tokens for c in calls if c.reasoning_tokens is not None]
     return ModelUsage(
+        reasoning_tokens=sum(reasoning) if reasoning else None,
         input_tokens=max(0, given - read - written),
         output_tokens=output,
         total_tokens=given + output,
@@ -91,6 +103,51 @@ def _usage(calls: Sequence[LLMCallMetrics]) -> ModelUsage:
         input_tokens_cache_write=written or None,
         total_cost=sum(costs) if costs else None,
     )
+
+
+def _reasoning(block: ThinkingBlock | RedactedThinkingBlock | ReasoningBlock) -> Content:
+    """A reasoning block as Inspect's own providers record it: redacted or encrypted
+    reasoning in `reasoning` with `redacted` set, an OpenAI item's id as its `signature`."""
+    from inspect_ai._util.content import ContentReasoning
+
+    if isinstance(block, ThinkingBlock):
+        return ContentReasoning(reasoning=block.thinking, signature=block.signature)
+    if isinstance(block, RedactedThinkingBlock):
+        return ContentReasoning(reasoning=block.data, redacted=True)
+    summary = "\n\n".join(block.summary)
+    if block.encrypted_content is not None:
+        return ContentReasoning(
+            reasoning=block.encrypted_content,
+            summary=summary or None,
+            signature=block.id,
+            redacted=True,
+        )
+    return ContentReasoning(reasoning=summary, signature=block.id)
+
+
+def _assistant_content(message: Message) -> str | list[Content]:
+    """The reply's text, with its reasoning before it as Inspect's content parts."""
+    from inspect_ai._util.content import ContentText
+
+    if not any(isinstance(b, ReasoningContent) for b in message.content):
+        return message.text()
+    parts: list[Content] = []
+    for block in message.content:
+        if isinstance(block, ReasoningContent):
+            parts.append(_reasoning(block))
+        elif isinstance(block, TextBlock):
+            parts.append(ContentText(text=block.text))
+    return parts
+
+
+# Why the agent's run ended, in Inspect's words for a choice's stop.
+_INSPECT_STOPS: dict[str, InspectStop] = {
+    "end_turn": "stop",
+    "max_tokens": "max_tokens",
+    "context_window": "model_length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+}
 
 
 def _messages(trace: AgentTrace, model: str) -> list[ChatMessage]:
@@ -111,7 +168,9 @@ def _messages(trace: AgentTrace, model: str) -> list[ChatMessage]:
             ]
             names.update((c.id, c.function) for c in calls)
             messages.append(
-                ChatMessageAssistant(content=text, tool_calls=calls or None, model=model)
+                ChatMessageAssistant(
+                    content=_assistant_content(message), tool_calls=calls or None, model=model
+                )
             )
             continue
         for block in message.content:
@@ -258,11 +317,15 @@ def _result_sample(
     answer = replies[-1].text if replies else ""
     for score in scores.values():
         score.answer = answer or None
-    stop: Literal["stop", "unknown"] = "stop" if trace and trace.natural_stop else "unknown"
+    stop: InspectStop = "unknown"
+    if trace is not None:
+        # A record from before `stop` says only whether the end was natural.
+        ended = trace.stop or ("end_turn" if trace.natural_stop else None)
+        stop = _INSPECT_STOPS.get(ended or "", "unknown")
     limit = None
     if trace and trace.timed_out:
         limit = EvalSampleLimit(type="time", limit=trace.duration_ms / 1000)
-    elif trace and not trace.natural_stop:
+    elif trace and not trace.natural_stop and trace.stop in (None, "max_turns"):
         limit = EvalSampleLimit(type="turn", limit=trace.turns)
     calls = trace.llm_calls if trace else []
     return EvalSample(

@@ -314,7 +314,7 @@ class BashKind(Kind[Task, TaskResult]):
         trace_line = (
             f"turns: {trace.turns}, tool calls: {trace.tool_call_count} "
             f"({trace.tool_calls_error} with non-zero exit), "
-            f"natural stop: {'yes' if trace.natural_stop else 'no (turn limit)'}"
+            f"natural stop: {'yes' if trace.natural_stop else f'no ({_ended(trace)})'}"
         )
         return failure_message(result.score, trace_line)
 
@@ -416,3 +416,11 @@ async def _judge_checks(
             weight=weight,
         )
     return TaskScore.of(score.task_id, results), calls
+
+
+def _ended(trace: AgentTrace) -> str:
+    """Why a run that did not stop naturally ended; a trace from before `stop` ended at the
+    turn limit or its time."""
+    if trace.stop in (None, "max_turns"):
+        return "time limit" if trace.timed_out else "turn limit"
+    return {"timed_out": "time limit", "budget": "cost limit"}.get(trace.stop, trace.stop)

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Literal
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
-from pytest_llmtool.agents.loop import metered_chat
+from pytest_llmtool.agents.loop import metered_chat, stop_of
 from pytest_llmtool.records import (
     AgentTrace,
     GenerateMetrics,
@@ -132,7 +132,8 @@ async def generate(
     trace.llm_calls.append(call)
     given = ModelSetup(system=request.system, params=response.params or ModelParams())
     trace.record_setup(given)
-    trace.turns, trace.natural_stop = 1, True
+    trace.turns, trace.stop = 1, stop_of(response)
+    trace.natural_stop = trace.stop == "end_turn"
     trace.total_input_tokens, trace.total_output_tokens = call.input_tokens, call.output_tokens
     script, extracted = extract_script(response.message.text())
     metrics = GenerateMetrics(

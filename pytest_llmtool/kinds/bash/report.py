@@ -13,6 +13,7 @@ from pytest_llmtool.records import EvalReport, EvalSummary, Interval, TaskResult
 from pytest_llmtool.report.costs import cost_cell
 from pytest_llmtool.report.figures import NOTHING_SCORED
 from pytest_llmtool.report.markdown import Code, table, text
+from pytest_llmtool.report.stops import cut_lines, stops_line
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, bounds, show
 
@@ -75,6 +76,18 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
         ("Item time (summed)", [_duration(s.total_duration_ms) for s in by_model.values()]),
     ]
     summaries = list(by_model.values())
+    if any(set(s.stops) - {"end_turn"} for s in summaries):
+        metrics.append(("Stops", [stops_line(s.stops) or "-" for s in summaries]))
+    if any(s.reasoning_tokens is not None for s in summaries):
+        metrics.append(
+            (
+                "Reasoning (of output)",
+                [
+                    "not said" if s.reasoning_tokens is None else _tokens(s.reasoning_tokens)
+                    for s in summaries
+                ],
+            )
+        )
     if any(s.total_input_tokens for s in summaries):
         metrics.append(
             (
@@ -234,6 +247,7 @@ def screen_lines(report: EvalReport, width: int) -> list[str]:
         return []
     lines = format_table(headers, rows, width=width)
     lines += [SMALL_NOTE] if any_small(s.pass_rate_ci for s in by_model.values()) else []
+    lines += cut_lines(by_model)
     if any(s.by_category for s in by_model.values()):
         lines += ["Categories (overall rate, lowest first):"]
         lines += [f"  {m}: {_categories(s)}" for m, s in by_model.items() if s.by_category]
@@ -380,11 +394,17 @@ def _task_section(result: TaskResult) -> list[str]:
         f"- Score: {score.score:g}/{score.max_score:g} ({score.rate():.0%})",
         f"- Turns: {trace.turns}, tool calls: {trace.tool_call_count} "
         f"({trace.tool_calls_ok} ok, {trace.tool_calls_error} error), "
-        f"natural stop: {'yes' if trace.natural_stop else 'no'}",
+        f"natural stop: {'yes' if trace.natural_stop else 'no'}"
+        + (f" (ended: {trace.stop})" if trace.stop else ""),
         f"- Tokens: {trace.total_input_tokens} in / {trace.total_output_tokens} out, "
         f"duration: {trace.duration_ms} ms"
         + (f", cost: {cost_cell(trace.cost_usd)}" if trace.llm_calls else ""),
     ]
+    if (reasoning := trace.total_reasoning_tokens) is not None:
+        per_call = ", ".join(
+            "?" if c.reasoning_tokens is None else str(c.reasoning_tokens) for c in trace.llm_calls
+        )
+        lines.append(f"- Reasoning tokens: {reasoning} (per call: {per_call})")
     if scripting is not None:
         lines.append(
             f"- Inner commands: {scripting.inner_tool} mock tool, {scripting.inner_help} help, "

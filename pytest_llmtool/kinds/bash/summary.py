@@ -20,6 +20,7 @@ from pytest_llmtool.records import (
     Interval,
     TaskResult,
 )
+from pytest_llmtool.report.stops import stops_line
 from pytest_llmtool.stats import intervals, share
 from pytest_llmtool.stats.trials import attempt_of
 
@@ -81,6 +82,8 @@ class Entry(NamedTuple):
     generate: GenerateMetrics | None
     task: str
     attempt: Attempt
+    stop: str | None  # why its run ended (`AgentTrace.stop`)
+    reasoning: int | None
 
     @classmethod
     def of(cls, r: TaskResult) -> Entry:
@@ -115,7 +118,15 @@ class Entry(NamedTuple):
             trace.tool_call_count,
         )
         return cls(
-            totals, trace.cost_usd, r.judge_calls, passed, r.generate, attempt_of(r), attempt
+            totals,
+            trace.cost_usd,
+            r.judge_calls,
+            passed,
+            r.generate,
+            attempt_of(r),
+            attempt,
+            trace.stop,
+            trace.total_reasoning_tokens,
         )
 
 
@@ -133,6 +144,8 @@ class SummaryBuilder:
         self.groups: tuple[dict[str, list[float]], ...] = ({}, {}, {})
         self.generate: list[int] | None = None  # tasks, scripts found, passed, timed out
         self.parts = Groups()
+        self.stops: dict[str, int] = {}
+        self.reasoning: int | None = None
 
     def add(self, r: TaskResult) -> None:
         self.add_entry(Entry.of(r))
@@ -143,6 +156,10 @@ class SummaryBuilder:
             self.cost = (self.cost or 0.0) + e.cost
         if e.judge_calls:
             self.judge_calls.extend(e.judge_calls)
+        if e.stop is not None:
+            self.stops[e.stop] = self.stops.get(e.stop, 0) + 1
+        if e.reasoning is not None:
+            self.reasoning = (self.reasoning or 0) + e.reasoning
         a = e.attempt
         for groups, name in zip(self.groups, (a.category, a.mode, a.difficulty), strict=True):
             group = groups.get(name)
@@ -166,7 +183,13 @@ class SummaryBuilder:
             k: v if k in floats else int(v) for k, v in zip(_TOTALS, self.totals, strict=True)
         }
         s = EvalSummary.model_validate(
-            {**fields, "errors": self.errors, "total_cost_usd": self.cost}
+            {
+                **fields,
+                "errors": self.errors,
+                "total_cost_usd": self.cost,
+                "stops": dict(sorted(self.stops.items())),
+                "reasoning_tokens": self.reasoning,
+            }
         )
         s.add_judge_calls(self.judge_calls)
         n = s.total_tasks
@@ -386,8 +409,15 @@ def friction_signals(summary: EvalSummary, tokens: tuple[int, int] = (0, 0)) -> 
             )
     cut_off = summary.total_tasks - summary.natural_stops
     if summary.total_tasks and cut_off / summary.total_tasks > FREQUENT_TURN_LIMIT:
-        signals.append(
-            f"{cut_off}/{summary.total_tasks} tasks hit the turn limit (natural_stop false): "
-            "the model did not converge"
-        )
+        why = stops_line(summary.stops, natural=False)
+        if not why or set(summary.stops) <= {"end_turn", "max_turns"}:
+            signals.append(
+                f"{cut_off}/{summary.total_tasks} tasks hit the turn limit (natural_stop "
+                "false): the model did not converge"
+            )
+        else:  # not all at the turn limit: say how each ended
+            signals.append(
+                f"{cut_off}/{summary.total_tasks} tasks did not end at the model's own end of "
+                f"turn (natural_stop false): {why}"
+            )
     return signals

@@ -21,6 +21,7 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report.figures import NOTHING_SCORED
 from pytest_llmtool.report.markdown import table, text
+from pytest_llmtool.report.stops import stops_line
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats import intervals, share
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
@@ -42,6 +43,7 @@ def summarize(results: list[TaskResult], errors: int = 0) -> ToolModeSummary:
         s.total_input_tokens += trace.total_input_tokens
         s.total_output_tokens += trace.total_output_tokens
         s.natural_stops += trace.natural_stop
+        s.count_run(trace)
         if trace.cost_usd is not None:
             s.total_cost_usd = (s.total_cost_usd or 0.0) + trace.cost_usd
         if r.scripting is not None:
@@ -108,6 +110,9 @@ def tool_mode_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         "Tokens/task",
     ]
     errors = any(s.errors for modes in report.tool_modes.values() for s in modes.values())
+    stops = any(
+        set(s.stops) - {"end_turn"} for modes in report.tool_modes.values() for s in modes.values()
+    )
     rows = []
     for model, modes in report.tool_modes.items():
         for mode, s in modes.items():
@@ -123,7 +128,9 @@ def tool_mode_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 f"{_tokens(s.total_input_tokens)}/{_tokens(s.total_output_tokens)}",
                 _tokens(s.avg_tokens),
             ]
+            row += [stops_line(s.stops) or "-"] if stops else []
             rows.append([*row, str(s.errors)] if errors else row)
+    headers += ["Stops"] if stops else []
     return ([*headers, "Errors"] if errors else headers), rows
 
 

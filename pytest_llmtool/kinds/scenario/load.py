@@ -129,6 +129,9 @@ class JudgeConfig(_Model):
     tool: str | None = None  # ax-eval's judge CLI; recorded, the judge models are ours
     criteria: list[Criterion] = Field(default_factory=list)
     prescriptiveness_discount: float = 0.5
+    # pytest-llmtool: the judge reads the agent's thinking too; by default it grades what the
+    # agent said and did, not what it reasoned.
+    include_thinking: bool = False
 
 
 class Composite(_Model):

@@ -15,6 +15,7 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report import fragments
 from pytest_llmtool.report.markdown import code, table, text
+from pytest_llmtool.report.stops import cut_lines, stops_line
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats.intervals import SMALL_NOTE, any_small, show
 
@@ -131,8 +132,13 @@ def guidance_rows(results: Sequence[ScenarioResult]) -> tuple[list[str], list[li
 
 
 def model_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
-    """Per model: scenarios passed and gates passed, each rate with its interval."""
+    """Per model: scenarios passed and gates passed, each rate with its interval; how the
+    runs ended and the reasoning tokens where any says."""
     headers = ["Model", "Passed", "Pass rate", "Gates", "Gate pass rate"]
+    summaries = report.scenario_summary.values()
+    stops = any(set(s.stops) - {"end_turn"} for s in summaries)
+    reasoning = any(s.reasoning_tokens is not None for s in summaries)
+    headers += ["Stops"] * stops + ["Reasoning tokens"] * reasoning
     rows = [
         [
             model,
@@ -140,6 +146,8 @@ def model_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
             show(s.pass_rate_ci),
             f"{s.gates_passed}/{s.gates_total}",
             show(s.gate_pass_rate_ci),
+            *([stops_line(s.stops) or "-"] if stops else []),
+            *([str(s.reasoning_tokens or "-")] if reasoning else []),
         ]
         for model, s in report.scenario_summary.items()
     ]
@@ -193,7 +201,8 @@ def screen_lines(report: EvalReport, width: int) -> list[str]:
     if not rows:
         return []
     lines = format_table(["Scenarios", *headers[1:]], rows, width=width)
-    return lines + ([SMALL_NOTE] if _small(report) else []) + _screen_rules(report.scenarios)
+    lines += [SMALL_NOTE] if _small(report) else []
+    return lines + cut_lines(report.scenario_summary, "scenarios") + _screen_rules(report.scenarios)
 
 
 def _screen_rules(results: Sequence[ScenarioResult]) -> list[str]:

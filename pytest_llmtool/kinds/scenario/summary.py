@@ -38,6 +38,8 @@ def build_scenario_summary(results: list[ScenarioResult]) -> ScenarioSummary:
         s.mean_first_try_success_rate += m.first_try_success_rate
         s.mean_iteration_ratio += m.iteration_ratio
         s.add_calls(r)
+        if r.trace is not None:
+            s.count_run(r.trace)
     s.judged = len(judge_scores)
     s.judge_sample_sd, s.panel_alpha = _judge_spread(results)
     s.mean_judge_score = _mean(judge_scores)
