@@ -1,5 +1,6 @@
 """Adaptive concurrency per provider: how many model calls may be in flight, learned from the
-provider's rate-limit headers and its 429s, never above `--llm-concurrency`.
+provider's rate-limit headers, its 429s and how long its answers take, never above
+`--llm-concurrency` (or a model's own `concurrency`).
 
 Three parts, the first two pure (a clock is passed in, nothing sleeps):
 
@@ -11,11 +12,18 @@ Three parts, the first two pure (a clock is passed in, nothing sleeps):
   headers show (slow start: until the first sign of pressure; an answer without headers grows
   it by one) and then by one per window of answers (additive increase), halves on a 429 (once
   per window: a burst of 429s from calls sent together is one signal) and sends nothing before
-  the `retry-after` instant. Between answers it keeps its own copy of each bucket the headers
-  described (what remained, minus what was sent since, plus the refill the headers imply), so a
-  call waits for the bucket to refill instead of being sent into a 429.
+  the `retry-after` instant. It also halves, once per window, when the server queues our calls
+  instead of answering them side by side (a single-threaded local server does): an answer
+  much slower than the fastest recent one that did no less work, while other calls were in
+  flight, or an attempt that got no answer within the call timeout. Calls beyond the window
+  then queue here, where no per-call timeout runs, not at the server, where one does.
+  Between answers it keeps its own copy of each bucket the headers described (what remained,
+  minus what was sent since, plus the refill the headers imply), so a call waits for the
+  bucket to refill instead of being sent into a 429.
 - `Limiter` puts a `Window` on the event loop: `acquire` waits for room and says how long it
-  waited; `answered`, `limited` and `failed` hand each call's outcome back.
+  waited; `answered`, `limited`, `timed_out` and `failed` hand each call's outcome back. A
+  limiter made with `adaptive=False` is a fixed window of its ceiling (a model's own
+  `concurrency` under `--llm-adaptive=false`).
 
 A limiter is named by its provider family and base URL only: the API key that is part of its
 identity (two keys are two rate limits) is kept as a hash and never shown.
@@ -32,6 +40,7 @@ import math
 import re
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +57,15 @@ DEFAULT_HOLD = 1.0  # seconds to send nothing after a 429 that says nothing abou
 MAX_HOLD = 600.0
 NOTICE_AFTER = 5.0  # a wait longer than this is logged as a warning, naming what it waits for
 _EWMA = 0.2  # weight of the newest call in the estimate of tokens per call
+# An answer this many times slower than the fastest recent answer that did no less work, and
+# by at least `SLOW_BY` seconds, while other calls were in flight, was queued behind them at
+# the server: the window is too wide. (Served side by side, answers of equal work take about
+# as long; queued, the n-th takes n times as long, so 1.5 catches the second of two. The
+# seconds keep our own handling of answers that arrive together, some milliseconds each, and
+# a remote API's jitter from looking like a queue.)
+SLOW = 1.5
+SLOW_BY = 0.5
+RECENT = 16  # answers remembered for that comparison
 
 
 # --------------------------------------------------------------------------- headers
@@ -233,10 +251,13 @@ def _mirror(bucket: Bucket, others: float, now: float, previous: _Mirror | None)
 
 @dataclass
 class Window:
-    """The AIMD state of one provider. All times are the caller's monotonic clock."""
+    """The AIMD state of one provider. All times are the caller's monotonic clock.
+
+    `fixed`: a window of `ceiling` calls that neither grows nor shrinks nor paces by headers."""
 
     ceiling: int
     size: float = float(START)
+    fixed: bool = False
     in_flight: int = 0
     not_before: float = 0.0
     slow_start: bool = True
@@ -245,13 +266,21 @@ class Window:
     peak: float = 0.0
     cuts: int = 0
     limited_count: int = 0
+    slow_count: int = 0  # answers that came back queued (see `SLOW`)
+    timeout_count: int = 0
     tokens_per_call: float | None = None
     requests: _Mirror | None = None
     tokens: _Mirror | None = None
+    # Each call in flight by number: when it was sent, and how many were in flight with it.
+    _out: dict[int, tuple[float, int]] = field(default_factory=dict, repr=False)
+    # The latest answers' latencies and work (input and output tokens), for `SLOW`.
+    _recent: deque[tuple[float, tuple[int, int]]] = field(
+        default_factory=lambda: deque(maxlen=RECENT), repr=False
+    )
 
     def __post_init__(self) -> None:
         self.ceiling = max(1, self.ceiling)
-        self.size = float(min(max(1.0, self.size), self.ceiling))
+        self.size = float(self.ceiling if self.fixed else min(max(1.0, self.size), self.ceiling))
         self.peak = self.size
 
     @property
@@ -261,6 +290,8 @@ class Window:
 
     def delay(self, now: float) -> float | None:
         """Seconds to wait before the next send; None when only an answer can make room."""
+        if self.fixed:
+            return None if self.in_flight >= self.limit else 0.0
         waits = [self.not_before - now]
         if self.requests is not None:
             waits.append(self.requests.wait_for(1, now))
@@ -286,6 +317,7 @@ class Window:
         """Book one call going out; returns its number (for `limited`)."""
         self.in_flight += 1
         self.sent += 1
+        self._out[self.sent] = (now, self.in_flight)
         if self.requests is not None:
             self.requests.take(1, now)
         if self.tokens is not None and self.tokens_per_call:
@@ -309,19 +341,61 @@ class Window:
             room = min(room, self.tokens.level_at(now) / self.tokens_per_call)
         return room
 
-    def answered(self, info: RateInfo, now: float, tokens: int = 0) -> None:
-        """A call came back with an answer: learn from its headers, and grow if there is room."""
+    def _cut(self) -> bool:
+        """Halve the window, once for the calls in flight together (see `cut_after`)."""
+        self.slow_start = False
+        if self.fixed:
+            return False
+        self.size = max(1.0, self.size / 2)
+        self.cut_after = self.sent
+        self.cuts += 1
+        return True
+
+    def _queued(self, number: int | None, now: float, work: tuple[int, int], crowd: int) -> bool:
+        """Whether the answer to call `number` was queued at the server behind other calls
+        (see `SLOW`): remembered as one of the recent answers either way."""
+        sent = self._out.pop(number, None) if number is not None else None
+        if sent is None:
+            return False
+        latency = now - sent[0]
+        peers = [t for t, (i, o) in self._recent if i >= work[0] and o >= work[1]]
+        self._recent.append((latency, work))
+        crowded = max(sent[1], crowd) > 1
+        if not crowded or not peers:
+            return False
+        fastest = min(peers)
+        return latency > SLOW * fastest and latency - fastest >= SLOW_BY
+
+    def answered(
+        self,
+        info: RateInfo,
+        now: float,
+        tokens: int = 0,
+        *,
+        number: int | None = None,
+        work: tuple[int, int] = (0, 0),
+    ) -> bool:
+        """A call came back with an answer: learn from its headers, and grow if there is room;
+        or, when it was queued at the server (`number` is the call's, `work` its input and
+        output tokens), halve. Returns whether the window was cut."""
+        crowd = self.in_flight
         self.in_flight = max(0, self.in_flight - 1)
+        queued = self._queued(number, now, work, crowd)
+        if self.fixed:
+            return False
         if tokens > 0:
             old = self.tokens_per_call
             self.tokens_per_call = tokens if old is None else old + _EWMA * (tokens - old)
         self._learn(info, now)
+        if queued:
+            self.slow_count += 1
+            return number is not None and number > self.cut_after and self._cut()
         room = self._room(now)
         said = info.requests is not None or info.tokens is not None
         if room < self.size + 1:
             if said:
                 self.slow_start = False  # close to the limit: from now on, grow slowly
-            return
+            return False
         if self.slow_start and said and math.isfinite(room):
             # The headers say how much room there is: open to it at once rather than one
             # call per answer (a provider's first answers would otherwise cost round trips).
@@ -330,28 +404,37 @@ class Window:
             size = self.size + (1.0 if self.slow_start else 1.0 / self.size)
         self.size = min(float(self.ceiling), size)
         self.peak = max(self.peak, self.size)
+        return False
 
     def limited(self, number: int, info: RateInfo, now: float) -> bool:
         """A call was refused with a 429: halve the window (once for the calls sent together)
         and send nothing until the provider says to. Returns whether the window was cut."""
         self.in_flight = max(0, self.in_flight - 1)
+        self._out.pop(number, None)
         self.limited_count += 1
         self.slow_start = False
+        if self.fixed:
+            return False
         self._learn(info, now)
         hold = info.retry_after
         if hold is None and info.requests is not None and info.requests.remaining < 1:
             hold = info.requests.reset
         self.not_before = max(self.not_before, now + (DEFAULT_HOLD if hold is None else hold))
-        if number <= self.cut_after:
-            return False
-        self.size = max(1.0, self.size / 2)
-        self.cut_after = self.sent
-        self.cuts += 1
-        return True
+        return number > self.cut_after and self._cut()
 
-    def failed(self) -> None:
+    def timed_out(self, number: int) -> bool:
+        """A call got no answer within the call timeout: a server that is hung or queueing
+        our calls. Halve the window (once for the calls sent together, like a 429); returns
+        whether it was cut."""
+        self.in_flight = max(0, self.in_flight - 1)
+        self._out.pop(number, None)
+        self.timeout_count += 1
+        return number > self.cut_after and self._cut()
+
+    def failed(self, number: int = 0) -> None:
         """A call ended without an answer that says anything about the rate limit."""
         self.in_flight = max(0, self.in_flight - 1)
+        self._out.pop(number, None)
 
 
 # --------------------------------------------------------------------------- on the event loop
@@ -384,19 +467,23 @@ class Ticket:
 
 @dataclass
 class Limiter:
-    """One provider's window on the event loop. `name` is what logs show (no key in it)."""
+    """One provider's window on the event loop. `name` is what logs show (no key in it).
+    `adaptive=False`: a fixed window of `ceiling` calls."""
 
     name: str
     ceiling: int
     start: int = START
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    adaptive: bool = True
     window: Window = field(init=False)
     waited: float = 0.0
     _wake: asyncio.Event | None = field(default=None, init=False)
+    _lowest: int = field(init=False)  # the narrowest window so far: a new low is a warning
 
     def __post_init__(self) -> None:
-        self.window = Window(self.ceiling, float(self.start))
+        self.window = Window(self.ceiling, float(self.start), fixed=not self.adaptive)
+        self._lowest = self.window.limit
 
     def _notify(self) -> None:
         if self._wake is not None:
@@ -420,6 +507,7 @@ class Limiter:
             if (delay is not None and delay > until) or until <= 0:
                 raise RateLimitWait(
                     f"{self.name}: room for the call would come only after the retry deadline "
+                    "(--llm-retry-seconds) "
                     f"(waiting for {self.window.waiting_for(now)}, "
                     f"{until if delay is None else delay:.1f} s)"
                 )
@@ -439,11 +527,38 @@ class Limiter:
                 await asyncio.wait_for(wake.wait(), None if math.isinf(timeout) else timeout)
             now = self.clock()
 
-    def answered(self, ticket: Ticket, headers: Mapping[str, str], tokens: int = 0) -> None:
-        before = self.window.size
-        self.window.answered(parse_headers(headers, self.wall()), self.clock(), tokens)
-        if int(self.window.size) != int(before):
-            log.debug("%s: window %d -> %d", self.name, int(before), int(self.window.size))
+    def _narrowed(self, before: int, why: str) -> None:
+        """Log a cut for slowness: a warning when the window reaches a new low."""
+        after = self.window.limit
+        if after == before:
+            return
+        hint = ""
+        if after == 1:
+            hint = " (a server that answers one call at a time: give its model `concurrency = 1`)"
+        level = logging.WARNING if after < self._lowest else logging.INFO
+        self._lowest = min(self._lowest, after)
+        log.log(level, "%s: %s: window %d -> %d%s", self.name, why, before, after, hint)
+
+    def answered(
+        self,
+        ticket: Ticket,
+        headers: Mapping[str, str],
+        tokens: int = 0,
+        work: tuple[int, int] = (0, 0),
+    ) -> None:
+        """A call came back; `work` is its input and output tokens (for `SLOW`)."""
+        before = self.window.limit
+        info = parse_headers(headers, self.wall())
+        if self.window.answered(info, self.clock(), tokens, number=ticket.number, work=work):
+            self._narrowed(before, "an answer came back slowed by the calls sent with it")
+        elif self.window.limit != before:
+            log.debug("%s: window %d -> %d", self.name, before, self.window.limit)
+        self._notify()
+
+    def timed_out(self, ticket: Ticket) -> None:
+        before = self.window.limit
+        if self.window.timed_out(ticket.number):
+            self._narrowed(before, "a call got no answer within --llm-call-timeout")
         self._notify()
 
     def limited(
@@ -464,5 +579,5 @@ class Limiter:
         self._notify()
 
     def failed(self, ticket: Ticket) -> None:
-        self.window.failed()
+        self.window.failed(ticket.number)
         self._notify()

@@ -6,12 +6,16 @@ them, so the error says what to fix instead. Whatever finally fails is a `Provid
 which the item reports as an infrastructure error, never as the model failing.
 
 With a `Limiter` (`agents/ratelimit.py`), every attempt first waits for room in its
-provider's window and hands its outcome back: the headers of an answer, or a 429 (still
-retried here, but the limiter learns from it and holds every other call of that provider too).
+provider's window and hands its outcome back: the headers, latency and work of an answer, a
+429 or a timeout (still retried here, but the limiter learns from it and holds or narrows
+every other call of that provider too).
 
-Time is bounded twice: each attempt by `call_timeout` (a hung server is an attempt that timed
-out, retried like a dropped connection), and the whole call, retries and waits included, by
-`max_seconds`, so no setting of the SDKs' own timeouts can make one call outlast it.
+Time is bounded twice: each attempt by `call_timeout` from when it is sent (a hung server is
+an attempt that timed out, retried like a dropped connection; the wait for room in our own
+window is not part of it), and the whole call, retries and waits included, by `max_seconds`,
+so no setting of the SDKs' own timeouts can make one call outlast it. All of a call before
+the attempt that answered (the wait for room, failed attempts, the pauses between them) is
+its `wait_ms`, not the model's latency.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pytest_llmtool.agents.base import AgentError
+from pytest_llmtool.agents.base import AgentError, ChatResponse
 from pytest_llmtool.agents.ratelimit import (
     Limiter,
     RateLimitWait,
@@ -62,6 +66,7 @@ class Verdict:
     retryable: bool
     message: str
     retry_after: float | None = None
+    timed_out: bool = False  # no answer in time: the limiter narrows as for a slow server
 
 
 @dataclass
@@ -113,6 +118,9 @@ def classify(exc: Exception, key_env: str) -> Verdict:
     import anthropic  # imported here: the SDKs are loaded only when a real model runs
     import openai
 
+    if isinstance(exc, anthropic.APITimeoutError | openai.APITimeoutError):
+        # The SDK's own read timeout (set to the call timeout): an attempt that timed out.
+        return Verdict(True, f"no answer{_where(exc)} in time: {exc}", timed_out=True)
     if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
         return Verdict(True, f"cannot reach the provider{_where(exc)}: {exc}")
     status = getattr(exc, "status_code", None)
@@ -145,10 +153,18 @@ class Answer(Generic[T]):
     tokens: int = 0
 
 
+def _work(value: object) -> tuple[int, int]:
+    """A model reply's input and output tokens: how much work its answer was."""
+    if isinstance(value, ChatResponse):
+        return value.usage.input_tokens, value.usage.output_tokens
+    return 0, 0
+
+
 @dataclass(frozen=True)
 class Sent(Generic[T]):
-    """A call that succeeded: its value, how many retries it took, and how long its attempts
-    waited for room in the provider's window."""
+    """A call that succeeded: its value, how many retries it took, and how long it was before
+    the attempt that answered was sent (`wait_ms`: the wait for room in the provider's
+    window, the failed attempts and the pauses between them; none of it the model's)."""
 
     value: T
     retries: int
@@ -176,8 +192,8 @@ async def call_limited(
     """Run `call` until it succeeds, each attempt waiting for room in `limiter` first."""
     started = time.monotonic()
     attempt = 0
-    waited = 0.0
     log = CALL_LOG.get()
+    whole = f"--llm-retry-seconds ({policy.max_seconds:.3g} s)"
     while True:
         attempt += 1
         ticket: Ticket | None = None
@@ -190,8 +206,8 @@ async def call_limited(
                 if log is not None:
                     log.failures.append(str(exc))
                 raise ProviderError(message) from None
-            waited += ticket.waited
-        remaining = policy.max_seconds - (time.monotonic() - started)
+        sending = time.monotonic()
+        remaining = policy.max_seconds - (sending - started)
         limit = min(policy.call_timeout, remaining)
         try:
             # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a caller's
@@ -199,10 +215,11 @@ async def call_limited(
             async with asyncio.timeout(max(limit, 0.001)):
                 answer = await call()
         except TimeoutError as exc:
-            verdict = Verdict(True, f"no answer within {limit:.3g} s")
+            # Cut by the call timeout, the server is slow or queueing us; cut by what was
+            # left of the whole call's time, it may not be.
+            timed_out = limit >= policy.call_timeout
+            verdict = Verdict(True, f"no answer within {limit:.3g} s", timed_out=timed_out)
             cause: Exception = exc
-            if limiter is not None and ticket is not None:
-                limiter.failed(ticket)
         except Exception as exc:
             cause = exc
             try:
@@ -211,28 +228,39 @@ async def call_limited(
                 if limiter is not None and ticket is not None:
                     limiter.failed(ticket)
                 raise
-            if limiter is not None and ticket is not None:
-                # A rate limit teaches the window; an exhausted quota (also 429) does not.
-                if verdict.retryable and getattr(exc, "status_code", None) == 429:
-                    limiter.limited(ticket, _headers(exc), verdict.retry_after)
-                else:
-                    limiter.failed(ticket)
         except BaseException:  # cancelled (a deadline): the slot is free again
             if limiter is not None and ticket is not None:
                 limiter.failed(ticket)
             raise
         else:
             if limiter is not None and ticket is not None:
-                limiter.answered(ticket, answer.headers, answer.tokens)
+                limiter.answered(ticket, answer.headers, answer.tokens, _work(answer.value))
+            # All before the attempt that answered was ours or the infrastructure's: the wait
+            # for room, the failed attempts and the pauses between them.
+            waited = sending - started if attempt > 1 else ticket.waited if ticket else 0.0
             return Sent(answer.value, attempt - 1, round(waited * 1000, 3))
+        if limiter is not None and ticket is not None:
+            # A rate limit teaches the window, and so does a timeout; an exhausted quota
+            # (also 429) does not.
+            if verdict.timed_out:
+                limiter.timed_out(ticket)
+            elif verdict.retryable and getattr(cause, "status_code", None) == 429:
+                limiter.limited(ticket, _headers(cause), verdict.retry_after)
+            else:
+                limiter.failed(ticket)
         if log is not None:
             log.failures.append(verdict.message)
         if not verdict.retryable:
             raise ProviderError(verdict.message) from cause
         delay = policy.delay(attempt, verdict.retry_after)
         elapsed = time.monotonic() - started
-        if attempt >= policy.max_attempts or elapsed + delay > policy.max_seconds:
+        if attempt >= policy.max_attempts:
             raise ProviderError(
                 f"gave up after {attempt} attempts in {elapsed:.1f}s: {verdict.message}"
+            ) from cause
+        if elapsed + delay >= policy.max_seconds:
+            raise ProviderError(
+                f"gave up after {attempt} attempts in {elapsed:.1f}s, at the end of {whole}: "
+                f"{verdict.message}"
             ) from cause
         await asyncio.sleep(delay)
