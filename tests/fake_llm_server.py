@@ -1147,7 +1147,8 @@ class FakeLLMServer:
 
 
 def _sse(events: list[dict[str, Any]], named: bool) -> bytes:
-    """Server-sent events: Responses names each event by its type, Chat Completions does not."""
+    """Server-sent events: Messages and Responses name each event by its type, Chat
+    Completions does not."""
     lines = (
         (f"event: {e['type']}\n" if named else "") + f"data: {json.dumps(e)}\n\n" for e in events
     )
@@ -1250,16 +1251,13 @@ def _pieces(text: str, size: int = 7) -> list[str]:
 def _anthropic_stream(message: dict[str, Any]) -> _Reply:
     """`message` as the Messages API streams it: server-sent events, each block opened,
     filled by deltas (text, thinking and its signature, tool input as partial JSON), closed."""
-    events: list[str] = []
-
-    def event(name: str, data: dict[str, Any]) -> None:
-        events.append(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+    events: list[dict[str, Any]] = []  # each named by its type (`_sse`)
 
     usage = message["usage"]
     start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
     start["usage"].pop("output_tokens_details", None)
-    event("message_start", {"type": "message_start", "message": start})
-    event("ping", {"type": "ping"})
+    events.append({"type": "message_start", "message": start})
+    events.append({"type": "ping"})
     for index, block in enumerate(message["content"]):
         kind = block["type"]
         opened = {
@@ -1267,8 +1265,7 @@ def _anthropic_stream(message: dict[str, Any]) -> _Reply:
             "text": {"type": "text", "text": ""},
             "tool_use": {**block, "input": {}},
         }.get(kind, block)
-        event(
-            "content_block_start",
+        events.append(
             {"type": "content_block_start", "index": index, "content_block": opened},
         )
         deltas: list[dict[str, Any]] = []
@@ -1281,19 +1278,18 @@ def _anthropic_stream(message: dict[str, Any]) -> _Reply:
             arguments = json.dumps(block["input"])
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(arguments)]
         for delta in deltas:
-            event(
-                "content_block_delta",
+            events.append(
                 {"type": "content_block_delta", "index": index, "delta": delta},
             )
-        event("content_block_stop", {"type": "content_block_stop", "index": index})
+        events.append({"type": "content_block_stop", "index": index})
     ended = {"output_tokens": usage["output_tokens"]}
     if "output_tokens_details" in usage:
         ended["output_tokens_details"] = usage["output_tokens_details"]
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
-    event("message_delta", {"type": "message_delta", "delta": delta, "usage": ended})
-    event("message_stop", {"type": "message_stop"})
+    events.append({"type": "message_delta", "delta": delta, "usage": ended})
+    events.append({"type": "message_stop"})
     headers = {"request-id": _rand("req_"), "content-type": "text/event-stream"}
-    return _Reply(200, "".join(events).encode(), headers)
+    return _Reply(200, _sse(events, named=True), headers)
 
 
 _THINKING_DOCS = (
