@@ -320,6 +320,28 @@ class ModelSetup(BaseModel):
 _KEYED: deque[tuple[ModelSetup, str]] = deque(maxlen=4)
 
 
+class AgentInfo(BaseModel):
+    """The agent that ran an item when it was not the built-in loop: an agent CLI
+    (`--llm-agent`: `claude-code`, `codex`, ...) or an external command (`--llm-agent-cmd`:
+    `external`), as it said of itself and as the plugin ran it."""
+
+    name: str
+    # What the agent's `--version` printed; None when it could not say.
+    version: str | None = None
+    exit_code: int | None = None
+    # The agent's own figure of what the run cost (Claude Code's `total_cost_usd`, opencode's
+    # per-step costs); None where it gives none.
+    reported_cost_usd: float | None = None
+    # Which figure `AgentTrace.cost_usd` is: the agent's own ("agent"), its tokens at the
+    # price table's price ("price_table"), or none (None: no price, no figure).
+    cost_source: Literal["agent", "price_table"] | None = None
+    # What its sandbox let it reach: "endpoint" (the model endpoint only, enforced), "host"
+    # (the host's network: nothing enforced), "none" (no network at all).
+    network: Literal["endpoint", "host", "none"] | None = None
+    # The agent's last answer in its own words.
+    final_text: str = ""
+
+
 class AgentTrace(BaseModel):
     """Everything one agent run did, as seed 000's `AgentTrace`, plus its per-call metrics."""
 
@@ -338,6 +360,8 @@ class AgentTrace(BaseModel):
     # The key of this run's `ModelSetup` in `EvalReport.setups`; None for an external agent's
     # trace and in a record from before it.
     setup: str | None = None
+    # The agent CLI or external command that ran the item; None for the built-in loop.
+    agent: AgentInfo | None = None
 
     @property
     def given(self) -> ModelSetup | None:
@@ -379,7 +403,10 @@ class AgentTrace(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def cost_usd(self) -> float | None:
-        """What the run cost; None when the model has no price (offline agents)."""
+        """What the run cost; None when the model has no price (offline agents). An agent
+        that reported its own cost is taken at its word (`AgentInfo.cost_source`)."""
+        if self.agent is not None and self.agent.cost_source == "agent":
+            return self.agent.reported_cost_usd
         costs = [c.cost_usd for c in self.llm_calls]
         if not costs or any(c is None for c in costs):
             return None
