@@ -9,10 +9,12 @@ network route, the timeout, the cost) is `runner.py`'s, the same for every CLI.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pytest_llmtool.records import AgentTrace, McpToolCall
 
@@ -84,6 +86,9 @@ class InstalledAgent(ABC):
     # The endpoint protocols it can be pointed at, in order of preference.
     protocols: ClassVar[tuple[EndpointProtocol, ...]]
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    # The names of its shell tool(s) in the trace's messages: their calls are the commands a
+    # scenario's CLI target is counted on. Empty: every tool call counts.
+    shell_tools: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def invocation(
@@ -95,14 +100,38 @@ class InstalledAgent(ABC):
         home: Path,
         workdir: Path,
         mcp: McpServer | None,
+        max_turns: int | None = None,
     ) -> Invocation:
         """The command line, environment and config files of one run: a fresh HOME (no user
-        config), no telemetry, no auto-update, no traffic but to `endpoint`."""
+        config), no telemetry, no auto-update, no traffic but to `endpoint`; at most
+        `max_turns` model calls where the scenario gives a limit and the CLI can keep it."""
 
     @abstractmethod
     def read(self, stdout: str, stderr: str) -> Reading:
         """The trace of the JSON stream the CLI wrote."""
 
+    def completed(self, reading: Reading, home: Path) -> Reading:
+        """`reading` with what the stream leaves out taken from what the CLI left under its
+        HOME (Gemini CLI's session log: exit statuses, each call's tokens); as it is here."""
+        return reading
+
     def version(self, printed: str) -> str:
         """The version in what `--version` printed (its first line, as printed)."""
         return printed.strip().splitlines()[0].strip() if printed.strip() else ""
+
+
+def json_events(stdout: str, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a CLI's stream with their line numbers; a line that is not one is
+    a `problems` entry, said and skipped, never a crash."""
+    for number, line in enumerate(stdout.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            problems.append(f"stream line {number}: not JSON: {line[:200]!r}")
+            continue
+        if not isinstance(event, dict):
+            problems.append(f"stream line {number}: not a JSON object")
+            continue
+        yield number, event

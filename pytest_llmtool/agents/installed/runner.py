@@ -8,9 +8,11 @@ cost by the CLI's word or the price table's (which, is recorded).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shlex
 import shutil
+import signal
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,7 +23,7 @@ from pytest_llmtool.records import AgentInfo, AgentTrace, LLMCallMetrics, Usage
 from pytest_llmtool.sandbox import SandboxError, egress, hostio
 from pytest_llmtool.sandbox.egress import Route, ServedCall
 from pytest_llmtool.sandbox.isolated import Jail
-from pytest_llmtool.sandbox.process import run_shell
+from pytest_llmtool.sandbox.process import TRUNCATED, ShellResult, run_shell
 
 VERSION_TIMEOUT_SECONDS = 60.0
 # The CLI's stream is read from a pipe the host holds (a file in the jail could be rewritten
@@ -37,12 +39,17 @@ class AgentCliError(SandboxError):
 @dataclass(frozen=True)
 class CliRun:
     """What one run of a CLI left: its trace (with `AgentTrace.agent` filled in), its MCP
-    calls, and the raw stream for the artifacts."""
+    calls, the raw stream for the artifacts, and the notes the item must carry."""
 
     trace: AgentTrace
     reading: Reading
     stdout: str
     stderr: str
+    # What the item's notes must say of the run: where the CLI's own figures disagree with
+    # what the endpoint served.
+    notes: tuple[str, ...] = ()
+    # Every request the route passed or refused, as the endpoint answered it.
+    served: tuple[ServedCall, ...] = ()
 
 
 def find(agent: InstalledAgent, path: str) -> str:
@@ -88,6 +95,16 @@ def version_of(agent: InstalledAgent, executable: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return agent.version(done.stdout) or None if done.returncode == 0 else None
+
+
+def cli_version(name: str) -> str | None:
+    """The version of the agent CLI `name` found on this process's PATH (asked once per
+    process); None when it is not found or cannot say."""
+    from pytest_llmtool.agents.installed import installed
+
+    agent = installed(name)
+    found = shutil.which(agent.binary, path=os.environ.get("PATH", ""))
+    return None if found is None else version_of(agent, found)
 
 
 def _write_files(home: Path, files: dict[str, str]) -> None:
@@ -169,17 +186,30 @@ async def run_cli(
     timeout: float,
     mcp: McpServer | None = None,
     price: Price | None = None,
+    max_turns: int | None = None,
 ) -> CliRun:
     """Run `agent` on `prompt` in `workdir` and read what it did. Raises `AgentCliError` for
-    a CLI that is missing, crashed before any model call, or reported an endpoint error."""
+    a CLI that is missing, crashed, was killed, flooded its output, reported an endpoint error
+    before any model call, or reached the timeout without calling the model (`_ended`)."""
     executable = find(agent, env.get("PATH", ""))
     version = version_of(agent, executable)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    async with egress.route(endpoint.base_url, endpoint.api_key, endpoint.protocol) as way:
-        routed = Endpoint(
-            endpoint.protocol, endpoint.model, way.base_url, way.api_key, endpoint.headers
-        )
+    # Jailed without the host's network, the route is the CLI's only way out.
+    contained = jail is not None and jail.isolated and not jail.network
+    async with egress.route(
+        endpoint.base_url,
+        endpoint.api_key,
+        endpoint.protocol,
+        headers=endpoint.headers,
+        contained=contained,
+        also=[mcp.url] if mcp is not None and mcp.url else [],
+    ) as way:
+        # The CLI holds the route's placeholder key; the route adds the key and headers. An
+        # MCP server over HTTP is reached through the route too.
+        routed = Endpoint(endpoint.protocol, endpoint.model, way.base_url, way.api_key)
+        if mcp is not None and mcp.url:
+            mcp = dataclasses.replace(mcp, url=way.urls[mcp.url])
         call = agent.invocation(
             executable=executable,
             prompt=prompt,
@@ -187,8 +217,11 @@ async def run_cli(
             home=home,
             workdir=workdir,
             mcp=mcp,
+            max_turns=max_turns,
         )
         _write_files(home, call.files)
+        if jail is not None and way.visible:
+            jail = dataclasses.replace(jail, read_only=(*jail.read_only, *way.visible))
         result = await run_shell(
             "exec " + shlex.join(way.wrap(call.argv)),
             cwd=workdir,
@@ -198,12 +231,87 @@ async def run_cli(
             jail=jail,
             network=way.share_network,
         )
-    reading = agent.read(result.stdout, result.stderr)
-    if reading.error is not None and not reading.trace.llm_calls and not way.served:
-        raise AgentCliError(f"{agent.name}: {reading.error}")
+    reading = agent.completed(agent.read(result.stdout, result.stderr), home)
+    _ended(agent, result, reading, way, timeout, [endpoint.api_key, *endpoint.headers.values()])
     trace = _traced(agent, reading, way, version, result.exit_code, result.timed_out, price)
     trace = trace.model_copy(update={"duration_ms": round((loop.time() - started) * 1000)})
-    return CliRun(trace, reading, result.stdout, result.stderr)
+    notes = tuple(_claims(agent, reading, way))
+    return CliRun(trace, reading, result.stdout, result.stderr, notes, tuple(way.served))
+
+
+def _ended(
+    agent: InstalledAgent,
+    result: ShellResult,
+    reading: Reading,
+    way: Route,
+    timeout: float,
+    secrets: list[str],
+) -> None:
+    """`AgentCliError` unless the CLI's run is one to grade: it did not flood, was not killed
+    by a signal or a limit, its stream reports no error (a missing or forged result, an
+    endpoint's error), it did not exit non-zero before any model call, and, when it reached
+    the timeout, it had been calling the model (then it is a timed-out run, graded as the
+    built-in loop's). A non-zero exit after model calls with a clean stream is graded (Claude
+    Code exits 1 at its `--max-turns`)."""
+    code, called = result.exit_code, bool(way.model_calls)
+    if any(text.endswith(TRUNCATED) for text in (result.stdout, result.stderr)):
+        why = f"wrote more than {STREAM_LIMIT} bytes of output"
+    elif result.timed_out:
+        if called:
+            return
+        asked = f" ({len(way.served)} requests, none answered)" if way.served else ""
+        why = f"made no model call in {timeout:g} s{asked}"
+    elif result.limit is not None:
+        why = f"met a limit ({result.limit})"
+    elif code < 0 or code - 128 in _SIGNALS:
+        why = f"was killed by {_SIGNALS.get(-code, _SIGNALS.get(code - 128))}"
+    elif reading.error is not None:
+        # Its stream says the run failed or cannot be trusted (no result, a forged one).
+        n = len(way.model_calls)
+        when = f"after {n} model call{'s' * (n != 1)}" if called else "before any model call"
+        why = f"{'exited' if code else 'failed'} {when}: {reading.error}"
+    elif code != 0 and not called:
+        why = "exited before any model call"
+    else:
+        return
+    raise AgentCliError(f"{agent.name} {why} (exit status {code}){_tail(result.stderr, secrets)}")
+
+
+# Signal numbers and names, for a status that says the CLI was killed (128 + N in the jail).
+_SIGNALS = {s.value: s.name for s in signal.Signals}
+STDERR_TAIL_CHARS = 2000
+
+
+def _tail(stderr: str, secrets: list[str]) -> str:
+    """The end of the CLI's stderr for its error, the endpoint's key and headers cut out."""
+    tail = stderr.strip()[-STDERR_TAIL_CHARS:]
+    for secret in filter(None, secrets):
+        tail = tail.replace(secret, "[redacted]")
+    return f"; stderr ends:\n{tail}" if tail else "; no stderr"
+
+
+def _claims(agent: InstalledAgent, reading: Reading, way: Route) -> list[str]:
+    """Notes where the CLI's own stream disagrees with what the endpoint served (a confused
+    or cheating CLI): the endpoint's figures are the record's."""
+    if way.served and not way.model_calls:
+        return []  # answers of a protocol the route cannot read: nothing to hold it to
+    served = [c.usage for c in way.model_calls if c.usage is not None]
+    claimed = reading.trace
+    notes = []
+    if claimed.llm_calls and len(claimed.llm_calls) != len(served):
+        notes.append(
+            f"{agent.name} reported {len(claimed.llm_calls)} model calls; the endpoint "
+            f"served {len(served)}: the endpoint's figures are on the record"
+        )
+    said = (claimed.total_input_tokens, claimed.total_output_tokens)
+    counted = (sum(u.input_tokens for u in served), sum(u.output_tokens for u in served))
+    if any(said) and all(u.reported for u in served) and said != counted:
+        notes.append(
+            f"{agent.name} reported {said[0]} input and {said[1]} output tokens; the "
+            f"endpoint served {counted[0]} and {counted[1]}: the endpoint's figures are on "
+            "the record"
+        )
+    return notes
 
 
 def _traced(
@@ -216,7 +324,8 @@ def _traced(
     price: Price | None,
 ) -> AgentTrace:
     """The reading's trace with the endpoint's figures for its model calls (where the route
-    saw them) and the agent's record."""
+    could read them; none when nothing reached the endpoint, whatever the CLI claims) and the
+    agent's record. A timed-out run stopped at the timeout."""
     trace = reading.trace
     served = call_metrics(way.served, None)
     update: dict[str, object] = {
@@ -229,8 +338,13 @@ def _traced(
             final_text=reading.final_text,
         ),
     }
-    if served:
+    if timed_out:
+        update |= {"stop": "timed_out", "natural_stop": False}
+    if served or not way.served:
+        # A turn is a model call, as the built-in loop counts them; a CLI's stream may not
+        # say where one reply ends (Codex's), the endpoint does.
         update |= {
+            "turns": len(served),
             "llm_calls": served,
             "total_input_tokens": sum(c.input_tokens for c in served),
             "total_output_tokens": sum(c.output_tokens for c in served),
