@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["FakeLLMServer", "Fault", "Protocol", "RecordedRequest", "ToolCall", "Turn"]
 
-Protocol = Literal["anthropic", "chat", "responses"]
+Protocol = Literal["anthropic", "chat", "responses", "gemini"]
 
 ROUTES: dict[str, Protocol] = {
     "/v1/messages": "anthropic",
@@ -222,6 +222,8 @@ def _json_reply(status: int, payload: Any, headers: Mapping[str, str] | None = N
 
 
 def _error_reply(protocol: Protocol, err: _Reject) -> _Reply:
+    if protocol == "gemini":
+        return _gemini_error(err)
     if protocol == "anthropic":
         request_id = _rand("req_")
         payload: dict[str, Any] = {
@@ -237,6 +239,8 @@ def _error_reply(protocol: Protocol, err: _Reject) -> _Reply:
 
 
 def _fault_error(protocol: Protocol, fault: Fault) -> _Reject:
+    if protocol == "gemini":
+        return _gemini_fault(fault)
     anthropic = protocol == "anthropic"
     if fault.message is not None:
         kind = "invalid_request_error" if anthropic else "invalid_request"
@@ -1023,7 +1027,15 @@ class FakeLLMServer:
         prompt = (
             None if first_user is None else _text_of(first_user.get("content"), ("input_text",))
         )
-        turns = self._turns(prompt, body)
+        try:
+            turns = self._turns(prompt, body)
+        except _Reject:
+            # Codex sends its environment context as a user message of its own before the
+            # prompt's: the user messages that open the conversation are matched together.
+            opening = _opening_user_text(items)
+            if opening in (None, prompt):
+                raise
+            turns = self._turns(opening, body)
         index = _count_response_turns(items)
         turn = turns[index] if index < len(turns) else Turn(text="done")
         if turn.tool_calls and not tool_names:
@@ -1062,12 +1074,14 @@ class FakeLLMServer:
             )
         for entry in turn.tool_calls:
             name, arguments = _call(entry, tool_names)
+            namespace, _, name = name.rpartition(".")
             output.append(
                 {
                     "type": "function_call",
                     "id": _rand("fc_", 32),
                     "call_id": _rand("call_"),
                     "name": name,
+                    **({"namespace": namespace} if namespace else {}),
                     "arguments": json.dumps(arguments),
                     "status": "completed",
                 }
@@ -1141,6 +1155,73 @@ class FakeLLMServer:
                 200, _responses_events(response), {**headers, "content-type": "text/event-stream"}
             )
         return _json_reply(200, response, headers)
+
+    # ----------------------------------------------------------------------- Gemini
+
+    def _gemini(self, target: str, headers: Mapping[str, str], body: Any) -> _Reply:
+        """`target` is the request's path and query: the model and the method are in the
+        path, the key in `x-goog-api-key` or `?key=`, streaming in `:streamGenerateContent`."""
+        url = urlsplit(target)
+        route = _GEMINI_PATH.fullmatch(url.path)
+        assert route is not None
+        model, method = route.groups()
+        if not headers.get("x-goog-api-key") and not parse_qs(url.query).get("key"):
+            raise _Reject(
+                "Method doesn't allow unregistered callers (callers without established"
+                " identity). Please use API Key or other form of API consumer identity to call"
+                " this API.",
+                status=403,
+            )
+        if not isinstance(body, dict):
+            raise _Reject("Invalid JSON payload received. Expected an object.")
+        tool_names = _validate_gemini(body)
+        contents: list[dict[str, Any]] = body["contents"]
+        first_user = next(c for c in contents if c.get("role", "user") == "user")
+        prompt = "\n".join(str(p["text"]) for p in first_user["parts"] if "text" in p)
+        turns = self._turns(prompt, body)
+        index = sum(1 for c in contents if c.get("role") == "model")
+        turn = turns[index] if index < len(turns) else Turn(text="done")
+        if turn.tool_calls and not tool_names:
+            raise _Reject("the scripted turn calls a tool but the request declares no tools")
+        parts: list[dict[str, Any]] = []
+        if turn.thinking:
+            parts.append({"text": turn.thinking, "thought": True})
+        if turn.text or turn.refusal:
+            parts.append({"text": turn.text or turn.refusal})
+        for entry in turn.tool_calls:
+            name, arguments = _call(entry, tool_names)
+            parts.append({"functionCall": {"name": name, "args": arguments}})
+        truncated = turn.stop_reason in _TRUNCATED
+        finish = "MAX_TOKENS" if truncated else "SAFETY" if turn.refusal else "STOP"
+        response: dict[str, Any] = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": parts or [{"text": ""}]},
+                    "finishReason": finish,
+                    "index": 0,
+                }
+            ],
+            "modelVersion": model,
+            "responseId": _rand("", 22),
+        }
+        if turn.usage:
+            # Verbatim: Gemini counts cached tokens inside the prompt's, thoughts beside the
+            # candidates' (not in them).
+            usage: dict[str, Any] = {
+                "promptTokenCount": turn.input_tokens,
+                "candidatesTokenCount": turn.output_tokens,
+                "totalTokenCount": turn.input_tokens
+                + turn.output_tokens
+                + (turn.reasoning_tokens or 0),
+            }
+            if turn.cache_read_tokens:
+                usage["cachedContentTokenCount"] = turn.cache_read_tokens
+            if turn.reasoning_tokens is not None:
+                usage["thoughtsTokenCount"] = turn.reasoning_tokens
+            response["usageMetadata"] = usage
+        if method == "streamGenerateContent":
+            return _Reply(200, _gemini_stream(response), {"content-type": "text/event-stream"})
+        return _json_reply(200, response)
 
 
 # --------------------------------------------------------------------------- OpenAI streaming
@@ -1696,6 +1777,17 @@ def _item_kind(item: dict[str, Any]) -> str:
     return str(kind)
 
 
+def _opening_user_text(items: list[Any]) -> str | None:
+    """The texts of the user messages before the first assistant-side item, one a paragraph."""
+    texts = []
+    for item in items:
+        if isinstance(item, dict) and _item_kind(item) in _ASSISTANT_ITEMS:
+            break
+        if isinstance(item, dict) and _item_kind(item) == "message" and item.get("role") == "user":
+            texts.append(_text_of(item.get("content"), ("input_text",)))
+    return "\n\n".join(texts) if texts else None
+
+
 def _count_response_turns(items: list[Any]) -> int:
     """Assistant turns in a Responses input: runs of consecutive assistant-side items."""
     turns = 0
@@ -1737,6 +1829,13 @@ def _validate_responses(
                 param=f"tools[{i}].type",
                 code="missing_required_parameter",
             )
+        if tool["type"] == "namespace":
+            # A namespace's functions (Codex offers each MCP server's tools as one): a
+            # script calls them as "NAMESPACE.NAME" (no tool name may hold a dot).
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                    tool_names.append(f"{tool.get('name')}.{inner['name']}")
+            continue
         if tool["type"] != "function":
             continue
         if "function" in tool:
@@ -1886,6 +1985,186 @@ def _validate_responses(
     return tool_names
 
 
+# --------------------------------------------------------------------------- Gemini
+
+# `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`.
+_GEMINI_PATH = re.compile(
+    r"/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)"
+)
+# The google.rpc status of each HTTP status Gemini answers with.
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+# A part's data fields: exactly one per part (`thought`, `thoughtSignature` are beside them).
+_GEMINI_DATA = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+)
+
+
+def _gemini_route(path: str) -> Protocol | None:
+    """The protocol of a Gemini model route (`gemini`), else None."""
+    return "gemini" if _GEMINI_PATH.fullmatch(path) else None
+
+
+def _gemini_error(err: _Reject) -> _Reply:
+    """An error as Gemini answers it: `{"error": {code, message, status[, details]}}`, an
+    `ErrorInfo` detail carrying the reason (`API_KEY_INVALID`) when there is one."""
+    error: dict[str, Any] = {
+        "code": err.status,
+        "message": err.message,
+        "status": _GEMINI_STATUS.get(err.status, "UNKNOWN"),
+    }
+    if err.code:
+        error["details"] = [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": err.code,
+                "domain": "googleapis.com",
+            }
+        ]
+    return _json_reply(err.status, {"error": error}, err.headers)
+
+
+def _gemini_fault(fault: Fault) -> _Reject:
+    """A fault in Gemini's words (a bad key is a 400 `API_KEY_INVALID`, as Gemini says it)."""
+    headers = dict(fault.headers)
+    if fault.message is not None:
+        return _Reject(fault.message, status=fault.status, headers=headers)
+    if fault.kind == "rate_limit":
+        given = fault.retry_after if fault.retry_after is not None else 1.0
+        headers["retry-after"] = given if isinstance(given, str) else f"{given:g}"
+        return _Reject(
+            "Resource has been exhausted (e.g. check quota).", status=429, headers=headers
+        )
+    if fault.kind == "server_error":
+        if fault.status == 503:
+            return _Reject("The model is overloaded. Please try again later.", status=503)
+        return _Reject(
+            "An internal error has occurred. Please retry or report in"
+            " https://developers.generativeai.google/guide/troubleshooting",
+            status=fault.status,
+        )
+    if fault.kind == "unauthorized":
+        return _Reject(
+            "API key not valid. Please pass a valid API key.", status=400, code="API_KEY_INVALID"
+        )
+    if fault.kind == "quota":
+        return _Reject(
+            "You exceeded your current quota, please check your plan and billing details.",
+            status=429,
+        )
+    if fault.kind == "too_long":
+        return _Reject(
+            "The input token count (1048577) exceeds the maximum number of tokens allowed"
+            " (1048576)."
+        )
+    raise AssertionError(f"fault {fault.kind} has no error reply")
+
+
+def _gemini_parts(content: Any, where: str) -> list[dict[str, Any]]:
+    """A content's parts, checked: a non-empty list, each part holding one data field."""
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not parts:
+        raise _Reject(f"* GenerateContentRequest.{where}.parts: contents.parts must not be empty.")
+    for j, part in enumerate(parts):
+        held = [k for k in _GEMINI_DATA if isinstance(part, dict) and k in part]
+        if len(held) != 1:
+            raise _Reject(
+                f"* GenerateContentRequest.{where}.parts[{j}].data: required oneof field 'data'"
+                " must have one initialized field"
+            )
+    return parts
+
+
+def _validate_gemini(body: dict[str, Any]) -> list[str]:
+    """Check a generateContent request as Gemini does the basics (contents and parts, roles,
+    every function call answered by one function response of its name in the next turn, and
+    nothing else answered); the declared function names."""
+    tool_names: list[str] = []
+    tools = body.get("tools", [])
+    if not isinstance(tools, list):
+        raise _Reject('Invalid JSON payload received. Unknown name "tools": not a list.')
+    for i, tool in enumerate(tools):
+        for k, function in enumerate((tool or {}).get("functionDeclarations") or []):
+            name = function.get("name") if isinstance(function, dict) else None
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.:-]{0,127}", name):
+                raise _Reject(
+                    f"* GenerateContentRequest.tools[{i}].function_declarations[{k}].name:"
+                    " Invalid function name. Must start with a letter or an underscore. Must be"
+                    " alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or"
+                    " dashes (-), with a maximum length of 128."
+                )
+            tool_names.append(name)
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise _Reject("* GenerateContentRequest.contents: contents is not specified")
+    calls: list[str] = []  # the function calls the previous model turn made, unanswered
+    previous = None
+    for i, content in enumerate(contents):
+        role = content.get("role", "user") if isinstance(content, dict) else None
+        if role not in ("user", "model"):
+            raise _Reject(f"Please use a valid role: user, model. (contents[{i}])")
+        parts = _gemini_parts(content, f"contents[{i}]")
+        made = [p["functionCall"].get("name") for p in parts if "functionCall" in p]
+        answered = [p["functionResponse"].get("name") for p in parts if "functionResponse" in p]
+        if role == "model" and made and previous == "model":
+            raise _Reject(
+                "Please ensure that function call turn comes immediately after a user turn or"
+                " after a function response turn."
+            )
+        if calls and (role != "user" or sorted(answered) != sorted(calls)):
+            raise _Reject(
+                "Please ensure that the number of function response parts is equal to the"
+                " number of function call parts of the function call turn."
+            )
+        if answered and not calls:
+            raise _Reject(
+                "Please ensure that function response turn comes immediately after a function"
+                " call turn."
+            )
+        calls = made if role == "model" else []
+        previous = role
+    if calls:
+        raise _Reject(
+            "Please ensure that the number of function response parts is equal to the number"
+            " of function call parts of the function call turn."
+        )
+    return tool_names
+
+
+def _gemini_stream(response: dict[str, Any]) -> bytes:
+    """A response as `streamGenerateContent?alt=sse` sends it: the text in pieces and each
+    function call whole, one chunk each, the last with the finish reason and the usage."""
+    candidate = response["candidates"][0]
+    head = {k: response[k] for k in ("modelVersion", "responseId")}
+    chunks: list[dict[str, Any]] = []
+    for part in candidate["content"]["parts"]:
+        pieces = [{**part, "text": t} for t in _halves(part["text"])] if "text" in part else [part]
+        chunks += [
+            {"candidates": [{"content": {"role": "model", "parts": [p]}, "index": 0}], **head}
+            for p in pieces
+        ]
+    last = {"content": {"role": "model", "parts": [{"text": ""}]}, "index": 0}
+    if chunks:
+        last = chunks.pop()["candidates"][0]
+    chunks.append({"candidates": [{**last, "finishReason": candidate["finishReason"]}], **head})
+    if "usageMetadata" in response:
+        chunks[-1]["usageMetadata"] = response["usageMetadata"]
+    return _sse(chunks, named=False)
+
+
 # --------------------------------------------------------------------------- HTTP plumbing
 
 
@@ -1919,7 +2198,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         path = urlsplit(self.path).path
-        protocol = ROUTES.get(path)
+        protocol = ROUTES.get(path) or _gemini_route(path)
         try:
             body: Any = json.loads(raw)
         except ValueError:
@@ -1960,7 +2239,10 @@ class _Handler(BaseHTTPRequestHandler):
             record.fault = "rate_limit"
         else:
             try:
-                reply = fake._handle(protocol, headers, body)
+                if protocol == "gemini":
+                    reply = fake._gemini(self.path, headers, body)
+                else:
+                    reply = fake._handle(protocol, headers, body)
             except _Reject as err:
                 reply = _error_reply(protocol, err)
             fake._charge(protocol, reply)
