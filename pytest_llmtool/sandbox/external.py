@@ -1,9 +1,12 @@
 """`--llm-agent-cmd`: an external agent program, run as one shell command in an item's jail.
 
 Shared by the kinds that let an external agent do the work (scenarios, optimization tasks):
-the template's `{prompt}`, `{model}` and `{workdir}` are filled in shell-quoted, and the
-command runs in the work directory with the network on (it calls its provider) and the item's
-scrubbed environment plus only the variables `--llm-agent-env` names.
+the template's `{prompt}`, `{model}`, `{workdir}` and `{trajectory}` are filled in
+shell-quoted, and the command runs in the work directory with the network on (it calls its
+provider) and the item's scrubbed environment plus only the variables `--llm-agent-env` names.
+`{trajectory}` and `$LLM_TOOL_TEST_TRAJECTORY` name where the agent may write its trajectory
+as ATIF (`trajectory.json` in the item's artifacts), which the kind then reads
+(`agents/atif.py`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,16 @@ if TYPE_CHECKING:
     from pytest_llmtool.settings import Settings
 
 
+# Where an external agent may write its ATIF trajectory: the file, in the item's artifacts,
+# and the variable that names it.
+TRAJECTORY = "trajectory.json"
+TRAJECTORY_VARIABLE = "LLM_TOOL_TEST_TRAJECTORY"
+
+
 @dataclass(frozen=True)
 class ExternalAgent:
-    """`--llm-agent-cmd`: a command template with {prompt}, {model} and {workdir}."""
+    """`--llm-agent-cmd`: a command template with {prompt}, {model}, {workdir} and
+    {trajectory}."""
 
     template: str
     passed_env: dict[str, str]
@@ -48,11 +58,12 @@ class ExternalAgent:
             return None
         return Path(first) if first.startswith("/") else None
 
-    def command(self, prompt: str, model: str, workdir: Path) -> str:
+    def command(self, prompt: str, model: str, workdir: Path, trajectory: Path) -> str:
         return self.template.format(
             prompt=shlex.quote(prompt),
             model=shlex.quote(model),
             workdir=shlex.quote(str(workdir)),
+            trajectory=shlex.quote(str(trajectory)),
         )
 
     async def run(
@@ -64,13 +75,15 @@ class ExternalAgent:
         env: dict[str, str],
         timeout: float,
         jail: Jail | None,
+        trajectory: Path,
     ) -> ShellResult:
         """Run the agent in `workdir`; the one command of an item with the network whatever
-        the item's own setting says, since it calls its provider."""
+        the item's own setting says, since it calls its provider. It may write its ATIF
+        trajectory at `trajectory` (`$LLM_TOOL_TEST_TRAJECTORY`)."""
         return await run_shell(
-            self.command(prompt, model, workdir),
+            self.command(prompt, model, workdir, trajectory),
             cwd=workdir,
-            env={**env, **self.passed_env},
+            env={**env, **self.passed_env, TRAJECTORY_VARIABLE: str(trajectory)},
             timeout=timeout,
             jail=jail,
             network=True,
