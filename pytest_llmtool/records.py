@@ -899,6 +899,18 @@ class CallUsage(BaseModel):
         usage.add(calls)
         return usage
 
+    @classmethod
+    def of_run(cls, trace: AgentTrace | None, judged: list[LLMCallMetrics]) -> CallUsage:
+        """An item's calls, its agent's and its judges': the agent's part of the cost is
+        `AgentTrace.cost_usd`, the agent CLI's own figure where it gave one (its calls'
+        prices otherwise), so that every output's cost of an item is the record's."""
+        usage = cls.of([*(trace.llm_calls if trace is not None else []), *judged])
+        if trace is not None and trace.agent is not None and trace.agent.cost_source == "agent":
+            judges = CallUsage.of(judged).cost_usd if judged else 0.0
+            own = trace.cost_usd
+            usage.cost_usd = None if own is None or judges is None else own + judges
+        return usage
+
     def add(self, calls: list[LLMCallMetrics]) -> None:
         # Summed in locals and set once: setting a model's attribute costs about a
         # microsecond, and the end of a run sums every result's calls more than once.
@@ -1086,8 +1098,16 @@ class ScenarioSummary(StopTally):
     judge: CallUsage = Field(default_factory=CallUsage)
 
     def add_calls(self, result: ScenarioResult) -> None:
+        before = self.usage.cost_usd
+        if self.usage.calls == 0 and before is None:
+            before = 0.0
         self.usage.add(result.trace.llm_calls if result.trace else [])
         self.usage.add(result.judge_calls)
+        trace = result.trace
+        if trace is not None and trace.agent is not None and trace.agent.cost_source == "agent":
+            # The item's cost as its record has it: the agent CLI's own figure.
+            spent = CallUsage.of_run(trace, result.judge_calls).cost_usd
+            self.usage.cost_usd = None if spent is None or before is None else before + spent
         self.judge.add(result.judge_calls)
 
 
@@ -1358,6 +1378,11 @@ class ModelInfo(BaseModel):
     api_key_env: str | None = None
     reasoning: Literal["kept", "dropped"] | None = None
     digest: str | None = None
+    # The agent CLI that drove the model (`--llm-agent`, a table entry's `agent`) and what
+    # its `--version` printed; None for the built-in loop (and the version when it could
+    # not say). Part of the digest when set.
+    agent: str | None = None
+    agent_version: str | None = None
 
 
 class RunMetadata(BaseModel):
@@ -1371,6 +1396,9 @@ class RunMetadata(BaseModel):
     bashkit_runtimes: dict[str, str] = Field(default_factory=dict)
     sdks: dict[str, str] = Field(default_factory=dict)
     models: list[ModelInfo]
+    # The agent CLIs that drove the run's models (`--llm-agent`, a table entry's `agent`)
+    # and what each one's `--version` printed (None: it could not say).
+    agents: dict[str, str | None] = Field(default_factory=dict)
     max_turns: int
     trials: int = 1
     command_line: list[str] = Field(default_factory=list)

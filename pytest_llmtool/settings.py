@@ -97,6 +97,13 @@ OPTIONS = (
         "`inspect view --log-dir DIR` (needs the inspect extra)",
     ),
     OptionDef(
+        "llm_trajectories",
+        "DIR",
+        "",
+        "write each item's trajectory as DIR/<item id>.json in Harbor's Agent Trajectory "
+        "Interchange Format (ATIF v1.6), as its result arrives",
+    ),
+    OptionDef(
         "llm_history",
         "PATH",
         ".llmtool/history.db",
@@ -266,10 +273,19 @@ OPTIONS = (
         "comma-separated; too few labels to decide fails too (exit 7)",
     ),
     OptionDef(
+        "llm_agent",
+        "NAMES",
+        "builtin",
+        "comma-separated agents that drive the models: builtin (the plugin's own loop), "
+        "claude-code, codex, opencode, gemini-cli (agent CLIs, installed with npm, run "
+        "scenarios and optimization tasks); a CLI's run of model M is named AGENT/M",
+    ),
+    OptionDef(
         "llm_agent_cmd",
         "TEMPLATE",
         "",
-        "run scenarios with an external agent: a command with {prompt}, {model} and {workdir}",
+        "run scenarios with an external agent: a command with {prompt}, {model}, {workdir} "
+        "and {trajectory} (where it may write its ATIF trajectory)",
     ),
     OptionDef(
         "llm_agent_env",
@@ -603,6 +619,69 @@ def _table(config: pytest.Config) -> dict[str, ModelEntry]:
         raise pytest.UsageError(str(exc)) from None
 
 
+def _agents(config: pytest.Config, agent_cmd: str | None) -> tuple[str, ...]:
+    """--llm-agent's names as given (none when it is not set), each known (else a usage
+    error with a "did you mean"), and none with --llm-agent-cmd, an agent of its own."""
+    import difflib
+
+    from pytest_llmtool.agents.installed import AGENT_NAMES, BUILTIN
+
+    opt = next(o for o in OPTIONS if o.name == "llm_agent")
+    names = _split(raw_option(config, opt) or "")
+    for name in names:
+        if name not in AGENT_NAMES:
+            close = difflib.get_close_matches(name, AGENT_NAMES, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise pytest.UsageError(
+                f"--llm-agent: unknown agent {name!r} (one of {', '.join(AGENT_NAMES)}){hint}"
+            )
+    if len(set(names)) != len(names):
+        raise pytest.UsageError(f"--llm-agent: an agent is named twice in {names}")
+    if agent_cmd and names not in ([], [BUILTIN]):
+        raise pytest.UsageError(
+            "--llm-agent and --llm-agent-cmd cannot be used together: --llm-agent-cmd is the agent"
+        )
+    return tuple(names)
+
+
+def _agent_runs(
+    config: pytest.Config, refs: tuple[ModelRef, ...], agents: tuple[str, ...]
+) -> tuple[ModelRef, ...]:
+    """The run's models under their agents (`registry.agent_runs`): each pair left out is a
+    warning naming it; every agent CLI used must be installed (else a usage error saying
+    how to install it)."""
+    from pytest_llmtool.agents.installed import installed
+    from pytest_llmtool.agents.installed.runner import AgentCliError, find
+    from pytest_llmtool.agents.registry import agent_runs
+
+    try:
+        runs = agent_runs(refs, agents)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--llm-agent: {exc}") from None
+    if runs.left_out and not hasattr(config, "workerinput"):
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                "--llm-agent: left out (the agent cannot speak the model's protocol): "
+                + "; ".join(runs.left_out)
+            ),
+            stacklevel=2,
+        )
+    for agent in dict.fromkeys(r.agent for r in runs.refs if r.agent is not None):
+        cli = installed(agent)
+        try:
+            find(cli, os.environ.get("PATH", ""))
+        except AgentCliError as exc:
+            raise pytest.UsageError(f"--llm-agent: {exc}") from None
+        for ref in runs.refs:
+            entry = ref.setup
+            if ref.agent == agent and entry.client is not None:
+                raise pytest.UsageError(
+                    f"--llm-agent: {ref.name}: {agent} cannot use client = {entry.client!r} "
+                    "(it is told a base URL and a key)"
+                )
+    return runs.refs
+
+
 def _check_entry(flag: str, ref: ModelRef, params: ModelParams, base_urls: dict[str, str]) -> None:
     """A model the run will call, with the command line over its entry: a header variable
     unset, a client's missing extra or parameters its protocol refuses is a usage error."""
@@ -611,7 +690,8 @@ def _check_entry(flag: str, ref: ModelRef, params: ModelParams, base_urls: dict[
 
     if ref.provider not in PROVIDERS:
         return
-    found = problems(ref.name, overridden(ref, params, base_urls).setup, os.environ)
+    entry = overridden(ref, params, base_urls).setup
+    found = problems(ref.name, entry, os.environ, sends_params=ref.agent is None)
     if found:
         raise pytest.UsageError(f"{flag}={ref.name}: {found[0]}")
 
@@ -659,6 +739,8 @@ class Settings:
     judge_samples: int = 1
     judge_labels: Path | None = None
     judge_min_agreement: str = ""
+    # --llm-agent: the agents that drive the models (`agents.installed.AGENT_NAMES`).
+    agents: tuple[str, ...] = ("builtin",)
     agent_cmd: str | None = None
     agent_env: tuple[str, ...] = ()
     scenario_patterns: tuple[str, ...] = ()
@@ -689,6 +771,8 @@ class Settings:
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
     # --llm-inspect-log: where the run goes as Inspect AI logs.
     inspect_log: Path | None = None
+    # --llm-trajectories: where each item's trajectory goes as ATIF.
+    trajectories: Path | None = None
     # --llm-summary: the terminal summary in one screen (short) or with every table (full).
     summary: Literal["short", "full"] = "short"
     # --llm-temperature, --llm-max-tokens: sent with every provider call.
@@ -721,17 +805,20 @@ class Settings:
             )
         except (UnknownModel, ValueError) as exc:
             raise pytest.UsageError(f"--llm-model: {exc}") from None
+        agents = _agents(config, agent_cmd)
+        if agent_cmd is None:
+            models = _agent_runs(config, models, agents)
         try:
             prices = {**DEFAULT_PRICES, **parse_prices(config.getini("llm_prices"))}
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         if agent_cmd:
             try:
-                agent_cmd.format(prompt="", model="", workdir="")
+                agent_cmd.format(prompt="", model="", workdir="", trajectory="")
             except (KeyError, IndexError, ValueError) as exc:
                 raise pytest.UsageError(
-                    f"--llm-agent-cmd: only {{prompt}}, {{model}} and {{workdir}} may be used "
-                    f"(problem: {exc!r})"
+                    "--llm-agent-cmd: only {prompt}, {model}, {workdir} and {trajectory} may "
+                    f"be used (problem: {exc!r})"
                 ) from None
         judge_models = tuple(
             _split(
@@ -755,6 +842,12 @@ class Settings:
         record_dir, replay_dir = _path(config, "llm_record"), _path(config, "llm_replay")
         if record_dir and replay_dir:
             raise pytest.UsageError("--llm-record and --llm-replay cannot be used together")
+        driven = [ref.name for ref in models if ref.agent is not None]
+        if driven and replay_dir is not None:
+            raise pytest.UsageError(
+                f"--llm-replay answers the built-in loop's calls; {driven[0]} is an agent "
+                "CLI's, which makes its own"
+            )
         if replay_dir is None:
             named = [("--llm-model", ref) for ref in models]
             named += [("--llm-judge-model", ref) for ref in judge_refs]
@@ -816,6 +909,7 @@ class Settings:
             judge_samples=_number(config, "llm_judge_samples", int, 1),
             judge_labels=_path(config, "llm_judge_labels"),
             judge_min_agreement=_raw(config, "llm_judge_min_agreement")[0].strip(),
+            agents=agents or ("builtin",),
             agent_cmd=agent_cmd,
             agent_env=tuple(_split(_raw(config, "llm_agent_env")[0])),
             scenario_patterns=tuple(_split(_raw(config, "llm_scenarios")[0])),
@@ -837,6 +931,7 @@ class Settings:
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
             inspect_log=_inspect_log(config),
+            trajectories=_path(config, "llm_trajectories"),
             summary="full" if summary == "full" else "short",
             params=params,
         )

@@ -554,7 +554,7 @@ BAD_OPTIONS = [
     (["--llm-judge-model=oracle"], "--llm-judge-model: a judge must be a real model"),
     (["--llm-judge-model=gpt-99"], "--llm-judge-model: unknown model 'gpt-99'*"),
     (["--llm-judge-model=haiku,haiku"], "--llm-judge-model: a model is named twice in *"),
-    (["--llm-agent-cmd=run {secret}"], "--llm-agent-cmd: only {prompt}, {model} and {workdir}*"),
+    (["--llm-agent-cmd=run {secret}"], "--llm-agent-cmd: only {prompt}, {model}, {workdir} and*"),
     (["--llm-record=a", "--llm-replay=b"], "--llm-record and --llm-replay cannot be used together"),
     (["--llm-replay=nothere"], "--llm-replay: *nothere is not a directory"),
 ]

@@ -47,10 +47,18 @@ NOT_RUN_HERE: dict[str, bool] = {
     "--llm-judge-model=gpt-5-mini examples/scenarios": True,
     "pytest examples/scenarios --llm-agent-cmd='my-agent --model {model} {prompt}' "
     "--llm-model=some-model": True,
+    "pytest examples/scenarios --llm-agent-cmd='my-agent --trajectory {trajectory} {prompt}'": True,
     "pytest -d --tx ssh=eval@host1//python=/srv/evals/.venv/bin/python//chdir=/srv/evals "
     "--tx 2*ssh=eval@host2//python=/srv/evals/.venv/bin/python//chdir=/srv/evals "
     "--llm-model=sonnet --llm-max-cost=25 --llm-record=rec --llm-report=out": False,
     "ANTHROPIC_API_KEY=... pytest examples/scenarios -k mcp --llm-model=haiku": True,
+    # Agent CLIs (agents.md): installed from npm, and run against a real model.
+    "npm install -g @anthropic-ai/claude-code": False,
+    "ANTHROPIC_API_KEY=... pytest examples/scenarios --llm-agent=claude-code --llm-model=sonnet "
+    "--html=report.html": False,
+    "npm install --prefix ~/agent-clis --ignore-scripts @anthropic-ai/claude-code@2.1.332 "
+    "@openai/codex@0.171.0 opencode-ai@1.18.33 @google/gemini-cli@0.61.0": False,
+    "export PATH=~/agent-clis/node_modules/.bin:$PATH": False,
     # Its models are a model table's (models.md), which the repository's pyproject.toml has not.
     "VLLM_KEY=token ANTHROPIC_API_KEY=... pytest --llm-model=fast,careful examples/ "
     "--llm-report=out": False,

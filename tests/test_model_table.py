@@ -135,6 +135,8 @@ def test_two_models_on_two_servers_each_get_only_their_own_calls(
         "api_key_env": FAST_AUTH,
         "reasoning": None,  # Chat Completions replies carry no reasoning to send back
         "digest": models["fast"]["digest"],
+        "agent": None,  # the built-in loop
+        "agent_version": None,
     }
     careful_info = models["careful"]
     assert (careful_info["protocol"], careful_info["endpoint"]) == ("anthropic", careful_server.url)
@@ -261,7 +263,10 @@ def test_a_header_and_a_key_a_server_echoes_reach_no_file(
             'protocol = "openai-chat"\nbase_ur = "http://x"',
             "base_ur: unknown key; did you mean base_url?",
         ),
-        ('protocol = "openai"', "protocol: Input should be 'anthropic', 'openai-chat' or*"),
+        (
+            'protocol = "openai"',
+            "protocol: Input should be 'anthropic', 'openai-chat', 'openai-responses' or 'gemini'*",
+        ),
         ('protocol = "anthropic"\nparams = { temperature = "0.5" }', "params.temperature: *"),
         ('protocol = "anthropic"\nparams = { temperature = 3 }', "params.temperature: *2*"),
         ('protocol = "anthropic"\nconcurrency = 0', "concurrency: *1*"),

@@ -156,6 +156,8 @@ def test_report_json_carries_the_documented_fields(
             "api_key_env": None,
             "reasoning": None,
             "digest": None,
+            "agent": None,
+            "agent_version": None,
         }
     ]
     alpha = next(r for r in report["results"] if r["task_id"] == "alpha")
@@ -288,7 +290,8 @@ def test_unknown_model_is_a_one_line_usage_error(pytester: pytest.Pytester, data
     result.stderr.fnmatch_lines(
         [
             "ERROR: --llm-model: unknown model 'gpt-99'; known models: oracle, nop, haiku, *"
-            "anthropic:<model-id>, openai:<model-id>, openai-responses:<model-id>"
+            "anthropic:<model-id>, openai:<model-id>, openai-responses:<model-id>, "
+            "gemini:<model-id>"
         ]
     )
     assert "Traceback" not in result.stderr.str()

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pytest_llmtool.agents.installed import AGENT_NAMES
 from pytest_llmtool.agents.pricing import Price
 from pytest_llmtool.records import ModelInfo, ModelParams
 
@@ -36,15 +37,22 @@ PROTOCOLS = {
     "anthropic": "anthropic",
     "openai-chat": "openai",
     "openai-responses": "openai-responses",
+    # Gemini's generateContent: spoken by agent CLIs (Gemini CLI), not the built-in loop.
+    "gemini": "gemini",
 }
 # The variable an SDK client reads its key from when the entry names none.
 DEFAULT_KEY_ENVS = {
     "anthropic": "ANTHROPIC_API_KEY",
     "openai": "OPENAI_API_KEY",
     "openai-responses": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
 }
 # The SDK's own base URL variables, read when neither the entry nor --llm-base-url names one.
-URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+URL_VARIABLES = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+}
 # The SDKs' other clients, and the extra each needs beyond the SDK itself.
 CLIENTS = {
     "bedrock": ("anthropic", "boto3", "anthropic[bedrock]"),
@@ -62,8 +70,9 @@ class TableError(ValueError):
 
 
 def family(provider: str) -> str:
-    """The SDK a provider's calls go through: `anthropic` or `openai`."""
-    return "anthropic" if provider == "anthropic" else "openai"
+    """The SDK a provider's calls go through: `anthropic` or `openai`; `gemini` for Gemini's
+    protocol, which only agent CLIs speak."""
+    return provider if provider in ("anthropic", "gemini") else "openai"
 
 
 # ------------------------------------------------------------------ the entry, as written
@@ -115,7 +124,7 @@ class _Price(BaseModel):
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    protocol: Literal["anthropic", "openai-chat", "openai-responses"]
+    protocol: Literal["anthropic", "openai-chat", "openai-responses", "gemini"]
     model: str | None = Field(default=None, min_length=1)
     base_url: str | None = None
     api_key_env: str | None = None
@@ -127,6 +136,17 @@ class _Entry(BaseModel):
     region: str | None = None
     project: str | None = None
     api_version: str | None = None
+    # The agent that always runs this model (`--llm-agent`'s names); None: `--llm-agent`'s.
+    agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str | None) -> str | None:
+        if value is not None and value not in AGENT_NAMES:
+            close = difflib.get_close_matches(value, AGENT_NAMES, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"unknown agent {value!r} (one of {', '.join(AGENT_NAMES)}){hint}")
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -184,6 +204,7 @@ class ModelEntry:
     project: str | None = None
     api_version: str | None = None
     source: str | None = None
+    agent: str | None = None
 
     @property
     def key_env(self) -> str | None:
@@ -245,6 +266,7 @@ def _entry(name: str, raw: _Entry, source: str) -> ModelEntry:
         project=raw.project,
         api_version=raw.api_version,
         source=source,
+        agent=raw.agent,
     )
 
 
@@ -358,9 +380,12 @@ def read_tables(
 # ------------------------------------------------------------------ checks before the run
 
 
-def problems(name: str, entry: ModelEntry, environ: Mapping[str, str]) -> list[str]:
+def problems(
+    name: str, entry: ModelEntry, environ: Mapping[str, str], *, sends_params: bool = True
+) -> list[str]:
     """Why the run cannot call `entry` (resolved, the command line over it): a header's
-    variable unset, a client's missing extra, parameters its protocol refuses."""
+    variable unset, a client's missing extra, parameters its protocol refuses (unless
+    the plugin does not send them: an agent CLI sends its own)."""
     said = entry.source or name
     found = [
         f"{said} headers: ${{{var}}} is not set in the environment"
@@ -381,7 +406,8 @@ def problems(name: str, entry: ModelEntry, environ: Mapping[str, str]) -> list[s
         ):
             if not missing and not environ.get(variable):
                 found.append(f"{said} client = 'azure' needs {key} (or {variable} set)")
-    found += [f"{said} params: {p}" for p in param_problems(entry)]
+    if sends_params:
+        found += [f"{said} params: {p}" for p in param_problems(entry)]
     return found
 
 
@@ -395,7 +421,10 @@ def _importable(module: str) -> bool:
 
 
 def param_problems(entry: ModelEntry) -> list[str]:
-    """What the entry's protocol says of its parameters (each provider module's check)."""
+    """What the entry's protocol says of its parameters (each provider module's check; an
+    agent CLI speaking Gemini's sends its own)."""
+    if entry.provider == "gemini":
+        return []
     if entry.provider == "anthropic":
         from pytest_llmtool.agents import anthropic_messages as module
     elif entry.provider == "openai":
@@ -489,8 +518,20 @@ def _reasoning(entry: ModelEntry) -> Literal["kept", "dropped"] | None:
     return "dropped" if keep is False else "kept"
 
 
+def driven_by(info: ModelInfo, agent: str, version: str | None) -> ModelInfo:
+    """`info` as an agent CLI drives it: the agent and its version join the identity (and
+    its digest), so a baseline notices another agent or another version of it."""
+    driven = info.model_copy(update={"agent": agent, "agent_version": version})
+    return driven.model_copy(update={"digest": digest(driven)})
+
+
 def digest(info: ModelInfo) -> str:
-    """A digest of what decides a model's answers (its name and key variable aside)."""
-    fields = info.model_dump(mode="json", exclude={"name", "digest", "api_key_env"})
+    """A digest of what decides a model's answers (its name and key variable aside). The
+    built-in loop's records leave the agent out, so their digests stay those of the records
+    from before agent CLIs."""
+    left_out = {"name", "digest", "api_key_env"}
+    if info.agent is None:
+        left_out |= {"agent", "agent_version"}
+    fields = info.model_dump(mode="json", exclude=left_out)
     text = json.dumps(fields, sort_keys=True, ensure_ascii=False)
     return hashlib.blake2b(text.encode(), digest_size=SIZE).hexdigest()

@@ -10,9 +10,9 @@ agent runs use.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from pytest_llmtool.agents.base import (
     REQUIRED_MAX_TOKENS,
@@ -22,7 +22,9 @@ from pytest_llmtool.agents.base import (
     UnknownModel,
     Work,
 )
-from pytest_llmtool.agents.models import DEFAULT_KEY_ENVS, ModelEntry, family
+from pytest_llmtool.agents.installed.base import Endpoint, EndpointProtocol
+from pytest_llmtool.agents.models import DEFAULT_KEY_ENVS, PROTOCOLS, ModelEntry, family
+from pytest_llmtool.agents.models import endpoint as endpoint_url
 from pytest_llmtool.agents.offline import NopModel, OracleModel
 from pytest_llmtool.agents.pricing import NO_PRICE, Price
 from pytest_llmtool.agents.ratelimit import Limiter, identity, shown_url
@@ -58,6 +60,9 @@ class ModelRef:
     provider: str
     model_id: str
     entry: ModelEntry | None = None
+    # The agent CLI that drives the model (`agents.installed.MODULES`); None: the built-in
+    # loop, or an external agent.
+    agent: str | None = None
 
     @property
     def setup(self) -> ModelEntry:
@@ -302,6 +307,126 @@ class ExternalModel:
         raise AgentError("an external agent is launched as a command, not called in-process")
 
 
+# Where a model goes when neither its entry, --llm-base-url nor the SDK's variable says: the
+# provider's public API, as its SDK writes it (an agent CLI must be told).
+PUBLIC_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+
+
+@dataclass(frozen=True)
+class CliModel:
+    """A model an agent CLI drives (`--llm-agent`): the plugin does not call it; the CLI
+    does, at the endpoint of the model's entry (the command line's values over it)."""
+
+    ref: ModelRef
+    price: Price | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def agent(self) -> str:
+        assert self.ref.agent is not None
+        return self.ref.agent
+
+    def skip_reason(self, task: Work) -> str | None:
+        return (
+            f"an agent CLI ({self.agent}) runs scenarios and optimization tasks, not bashkit "
+            "tasks: bashkit's virtual shell cannot host it"
+        )
+
+    def create(self, task: Work, trial: int = 0) -> Agent:
+        raise AgentError(f"{self.agent} is launched as a command, not called in-process")
+
+    def endpoint(self, environ: Mapping[str, str] | None = None) -> Endpoint:
+        """Where the CLI's calls go: the entry's protocol and model id, its base URL (the
+        entry's, --llm-base-url, the SDK's variable, else the provider's public API), the
+        key's value from the entry's variable and its headers with their variables read."""
+        environ = os.environ if environ is None else environ
+        entry = self.ref.setup
+        url = endpoint_url(entry, environ) or PUBLIC_URLS[family(entry.provider)]
+        key = environ.get(entry.key_env, "") if entry.key_env else ""
+        return Endpoint(
+            protocol_of(entry),
+            entry.model,
+            url,
+            key,
+            entry.headers_from(environ),
+        )
+
+
+def protocol_of(entry: ModelEntry) -> EndpointProtocol:
+    """The entry's table protocol (`anthropic`, `openai-chat`, ...), from its provider."""
+    found = next(p for p, v in PROTOCOLS.items() if v == entry.provider)
+    return cast(EndpointProtocol, found)
+
+
+@dataclass(frozen=True)
+class AgentRuns:
+    """What `--llm-model` and `--llm-agent` make: the run's models, each with its agent, and
+    the pairs left out (an agent that cannot speak the model's protocol), in words."""
+
+    refs: tuple[ModelRef, ...]
+    left_out: tuple[str, ...] = ()
+
+
+def agent_runs(refs: Sequence[ModelRef], agents: Sequence[str]) -> AgentRuns:
+    """Every model under every agent: the built-in loop's run of model `m` is named `m`, a
+    CLI's `<agent>/<m>`; a model whose entry names an `agent` runs under it alone, named
+    as it is. No `agents`: the built-in loop. A pair whose protocol the agent does not speak
+    is left out (said); an offline model under a CLI, or an agent named (in `agents` or an
+    entry) and left with no model, is a `ValueError`."""
+    from pytest_llmtool.agents.installed import BUILTIN, installed
+
+    made: list[ModelRef] = []
+    left_out: list[tuple[str, str]] = []  # (agent, why)
+    for ref in refs:
+        pinned = ref.entry.agent if ref.entry is not None else None
+        for agent in [pinned] if pinned else agents or [BUILTIN]:
+            if agent == BUILTIN and ref.provider == "gemini":
+                left_out.append(
+                    (
+                        agent,
+                        f"{ref.name}: it speaks Gemini's protocol, which the built-in loop "
+                        "cannot (run it with --llm-agent=gemini-cli, or give its entry "
+                        'agent = "gemini-cli")',
+                    )
+                )
+            elif agent == BUILTIN:
+                made.append(ref)
+            elif ref.provider not in PROVIDERS:
+                raise ValueError(
+                    f"{ref.name} cannot drive {agent}: an agent CLI needs a real model "
+                    "(oracle, nop and external names run only under the built-in loop)"
+                )
+            elif (protocol := protocol_of(ref.setup)) not in installed(agent).protocols:
+                spoken = ", ".join(installed(agent).protocols)
+                why = f"{agent}/{ref.name}: {agent} speaks {spoken}, not {protocol}"
+                left_out.append((agent, why))
+            else:
+                name = ref.name if pinned else f"{agent}/{ref.name}"
+                made.append(replace(ref, name=name, agent=agent))
+    entries = [r.entry.agent for r in refs if r.entry is not None and r.entry.agent]
+    # Some model runs under `agents`, or under the built-in loop when none is named.
+    free = [BUILTIN] if len(entries) < len(refs) else []
+    for agent in dict.fromkeys([*(agents or free), *entries]):
+        if not any((r.agent or BUILTIN) == agent for r in made):
+            said = [text for whose, text in left_out if whose == agent]
+            raise ValueError(
+                f"no model left for {agent}: "
+                + ("; ".join(said) or "every model named runs under its entry's own agent")
+            )
+    names = [r.name for r in made]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two runs are named {twice[0]!r}: rename the model table entry")
+    return AgentRuns(tuple(made), tuple(text for _, text in left_out))
+
+
 def build_model(
     ref: ModelRef,
     *,
@@ -318,6 +443,8 @@ def build_model(
         return OracleModel() if ref.name == "oracle" else NopModel()
     if ref.provider == "external":
         return ExternalModel(ref.name)
+    if ref.agent is not None:
+        return CliModel(ref, price)
     given = ref.setup.params if params is None else params
     cap = given.max_tokens or REQUIRED_MAX_TOKENS.get(ref.provider)
     capped = replace(price, max_output=cap) if price is not None and cap else price
@@ -327,6 +454,11 @@ def build_model(
 def cost_bound_problem(model: ModelSpec) -> str | None:
     """Why `--llm-max-cost` cannot bound the calls of `model` (a limit the run could not
     enforce), or None. Offline agents cost nothing; an external agent makes its own calls."""
+    if isinstance(model, CliModel):
+        return (
+            f"--llm-max-cost cannot bound {model.name}: {model.agent} makes its own model "
+            "calls, which the run cannot stop halfway"
+        )
     if not isinstance(model, ProviderModel):
         return None
     target = f"{model.ref.provider}:{model.ref.model_id}"

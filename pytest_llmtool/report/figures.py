@@ -67,8 +67,17 @@ class Tally:
     def read_calls(
         self, model: str, trace: AgentTrace | None, judged: Sequence[LLMCallMetrics]
     ) -> None:
-        """An item's calls, scored or not (the cost limit's stopped items were paid for)."""
-        for own, calls in ((True, trace.llm_calls if trace is not None else ()), (False, judged)):
+        """An item's calls, scored or not (the cost limit's stopped items were paid for). An
+        agent CLI that gave its own cost is taken at its word, as its record is
+        (`AgentTrace.cost_usd`), whatever its calls' prices."""
+        own_calls: Sequence[LLMCallMetrics] = trace.llm_calls if trace is not None else ()
+        if trace is not None and trace.agent is not None and trace.agent.cost_source == "agent":
+            if trace.cost_usd is None:
+                self.unpriced[model].add(True)
+            else:
+                self.cost[model] += trace.cost_usd
+            own_calls = ()
+        for own, calls in ((True, own_calls), (False, judged)):
             for call in calls:
                 if call.cost_usd is None and not call.usage_reported:
                     self.unreported[model] += 1

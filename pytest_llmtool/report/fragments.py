@@ -31,6 +31,7 @@ from pytest_llmtool.records import (
     ToolUseBlock,
 )
 from pytest_llmtool.report.costs import cost_cell
+from pytest_llmtool.report.trace_view import agent_line
 
 TEXT_LIMIT = 4000  # characters of one text shown in the report
 CUT_CALL = "Tool call not run: the reply was cut at max_tokens, its arguments may be cut"
@@ -90,6 +91,13 @@ def setup_line(trace: AgentTrace) -> str:
     said = f"system prompt {size(given.system)}, tools: {tools}; {params_text(given.params)}"
     link = f'<a href="#{setup_anchor(trace.setup)}">setup {esc(trace.setup)}</a>'
     return f'<p class="llm-setup-line">Model given: {link}: {esc(said)}</p>'
+
+
+def agent_said(trace: AgentTrace) -> str:
+    """An item's one line on the agent CLI that ran it (`trace_view.agent_line`: name and
+    version, network, which cost); '' for the built-in loop."""
+    said = agent_line(trace)
+    return f'<p class="llm-agent-line">{esc(said)}</p>' if said else ""
 
 
 def setup(key: str, given: ModelSetup) -> str:
@@ -270,6 +278,10 @@ def conversation(trace: AgentTrace) -> str:
                         "</div>"
                     )
     turns += [tool_call(call) for call in calls_left]
+    said = trace.agent.final_text.strip() if trace.agent is not None else ""
+    replied = next((m.text() for m in reversed(trace.messages) if m.role == "assistant"), "")
+    if said and said != replied.strip():  # an agent CLI's result, when its stream differs
+        turns.append(f'<div class="llm-turn llm-final"><b>Final text</b>{pre(said)}</div>')
     ended = f"; ended: {trace.stop}" if trace.stop else ""
     summary = (
         f"Conversation: {trace.turns} turns, {len(trace.tool_calls)} tool calls ({size(total)})"

@@ -12,6 +12,10 @@ explanation, and the numbers beside; the agent's last reply as each score's answ
 viewer's ANSWER column shows), each tool result as the text the model was sent, the item's
 run time (the duration pytest, and so pytest-html, reports) as the sample's time, the agent's
 calls as its model usage, and an item that could not be scored as a sample with an error.
+An agent CLI's run (`--llm-agent`) maps the same way; its sample's metadata also holds its
+record (`agent_cli`: name, version, network, cost source) and the line every output shows of
+it (`agent_cli_said`), its usage costs what the record says (the CLI's own figure where it gave
+one), and the log's packages list each CLI's version.
 Every string is redacted as it is written.
 """
 
@@ -46,6 +50,7 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor
+from pytest_llmtool.report.trace_view import agent_line, final_words
 
 if TYPE_CHECKING:
     from inspect_ai._util.content import Content
@@ -103,6 +108,27 @@ def _usage(calls: Sequence[LLMCallMetrics]) -> ModelUsage:
         input_tokens_cache_write=written or None,
         total_cost=sum(costs) if costs else None,
     )
+
+
+def _run_usage(trace: AgentTrace) -> ModelUsage | None:
+    """The agent's usage: its calls', or an agent CLI's totals where its calls' tokens were
+    not all reported; the cost the record's (`AgentTrace.cost_usd`: a CLI's own figure where
+    it gave one). None for a run that made no call and counted no token."""
+    from inspect_ai.model import ModelUsage
+
+    calls = trace.llm_calls
+    if calls and all(c.usage_reported for c in calls):
+        usage = _usage(calls)
+    elif trace.total_input_tokens or trace.total_output_tokens:
+        given, output = trace.total_input_tokens, trace.total_output_tokens
+        usage = ModelUsage(input_tokens=given, output_tokens=output, total_tokens=given + output)
+    elif calls:
+        usage = _usage(calls)
+    else:
+        return None
+    if trace.agent is not None:
+        usage.total_cost = trace.cost_usd
+    return usage
 
 
 def _reasoning(block: ThinkingBlock | RedactedThinkingBlock | ReasoningBlock) -> Content:
@@ -313,8 +339,11 @@ def _result_sample(
     if setup is not None and setup.system:
         messages.insert(0, ChatMessageSystem(content=setup.system))
     replies = [m for m in messages if isinstance(m, ChatMessageAssistant)]
-    # The viewer's ANSWER column is a score's `answer`: the agent's last reply, on every score.
+    # The viewer's ANSWER column is a score's `answer`: the agent's last reply, on every score
+    # (an agent CLI's own final text when its stream held none).
     answer = replies[-1].text if replies else ""
+    if not answer and trace is not None:
+        answer = final_words(trace)
     for score in scores.values():
         score.answer = answer or None
     stop: InspectStop = "unknown"
@@ -327,7 +356,10 @@ def _result_sample(
         limit = EvalSampleLimit(type="time", limit=trace.duration_ms / 1000)
     elif trace and not trace.natural_stop and trace.stop in (None, "max_turns"):
         limit = EvalSampleLimit(type="turn", limit=trace.turns)
-    calls = trace.llm_calls if trace else []
+    usage = _run_usage(trace) if trace else None
+    if trace is not None and trace.agent is not None:  # which agent, network and cost
+        metadata["agent_cli"] = trace.agent.model_dump(mode="json")
+        metadata["agent_cli_said"] = agent_line(trace)
     return EvalSample(
         id=sample_key(result.nodeid, result.model, result.trial)[1],
         epoch=result.trial + 1,
@@ -342,7 +374,7 @@ def _result_sample(
         ),
         scores=scores,
         metadata={"kind": kind, "nodeid": result.nodeid, **metadata},
-        model_usage={model: _usage(calls)} if calls else {},
+        model_usage={model: usage} if usage is not None else {},
         role_usage={"judge": _usage(result.judge_calls)} if result.judge_calls else {},
         total_time=_seconds(result, trace),
         turn_count=trace.turns if trace else None,
@@ -504,6 +536,7 @@ class InspectLogWriter(Writer):
         packages = {"pytest-llmtool": meta.plugin, "pytest": meta.pytest}
         if meta.bashkit:
             packages["bashkit"] = meta.bashkit
+        packages |= {name: version or "unknown" for name, version in meta.agents.items()}
         header = EvalLog(
             status="success" if meta.complete is not False else "cancelled",
             eval=EvalSpec(

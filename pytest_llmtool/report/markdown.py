@@ -251,6 +251,11 @@ def metadata_lines(meta: RunMetadata) -> list[str]:
     rows = [
         ("Models", models),
         ("Versions", ", ".join(versions)),
+    ]
+    if meta.agents:  # the agent CLIs that drove the models, as each named its version
+        said = (f"{name} {version or '(version unknown)'}" for name, version in meta.agents.items())
+        rows.append(("Agent CLIs", ", ".join(said)))
+    rows += [
         ("Max turns, trials", f"{meta.max_turns}, {meta.trials}"),
         ("Command line", " ".join(["pytest", *meta.command_line])),
         ("Started, finished", f"{meta.started}, {meta.finished} (exit status {meta.exit_status})"),

@@ -112,6 +112,8 @@ def model_digests(settings: Settings) -> dict[str, str]:
             "model_id": ref.model_id,
             "identity": _identity(settings, ref),
             "agent_cmd": settings.agent_cmd if ref.provider == "external" else None,
+            # An agent CLI's run (absent for the built-in loop: its digests stay as they were).
+            **({"agent": ref.agent} if ref.agent else {}),
         }
         text = json.dumps(made_of, sort_keys=True, ensure_ascii=False)
         found[ref.name] = hashlib.blake2b(text.encode(), digest_size=SIZE).hexdigest()

@@ -72,6 +72,7 @@ STYLE = """<style>
 .llm-call.llm-error { border-left-color: #b00020; }
 .llm-turn { margin: 4px 0; }
 .llm-cut { color: #777; font-style: italic; }
+.llm-agent-line { font-weight: bold; margin: 2px 0; }
 /* The order of the page (no script: CSS): the verdict, the matrix, the results, then the
    run's tables and charts, then pytest-html's Environment box. */
 body { display: flex; flex-direction: column; }
@@ -177,7 +178,7 @@ class HtmlItems:
                 sections = "".join(item.kind.html_details(result))
                 trace = getattr(result, "trace", None)
                 if isinstance(trace, AgentTrace):
-                    sections = fragments.setup_line(trace) + sections
+                    sections = fragments.agent_said(trace) + fragments.setup_line(trace) + sections
                 if not result.passed:  # what the agent did is what a failure is read for
                     sections = open_section(sections, "conversation")
                 extra = {"name": "llmtool", "format_type": "html", "extension": "html"}

@@ -26,7 +26,7 @@ import pytest
 from pydantic import BaseModel
 
 import pytest_llmtool
-from pytest_llmtool.agents.models import identity, secret_variables
+from pytest_llmtool.agents.models import driven_by, identity, secret_variables
 from pytest_llmtool.agents.registry import ModelRef, overridden
 from pytest_llmtool.history.gate import GATE_KEY
 from pytest_llmtool.kinds import Kind
@@ -51,6 +51,7 @@ from pytest_llmtool.run.heap import freeze
 from pytest_llmtool.run.items import BadInputItem, LlmItem
 from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path, run_identity
 from pytest_llmtool.run.state import STATE_KEY
+from pytest_llmtool.run.trajectories import TrajectoryWriter
 from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
 from pytest_llmtool.settings import Settings
@@ -282,6 +283,10 @@ def model_info(ref: ModelRef, settings: Settings) -> ModelInfo:
     if ref.provider in ("offline", "external"):  # nothing the plugin sends
         return ModelInfo(name=ref.name, provider=ref.provider, model_id=ref.model_id, resolved=True)
     entry = overridden(ref, settings.params, settings.base_urls).setup
+    if ref.agent is not None:  # the CLI's version, asked once per run
+        from pytest_llmtool.agents.installed.runner import cli_version
+
+        return driven_by(identity(ref.name, entry), ref.agent, cli_version(ref.agent))
     return identity(ref.name, entry)
 
 
@@ -311,6 +316,10 @@ class Controller:
         # What could not be written at the end (a full disk), said in the summary.
         self.unwritten: list[str] = []
         self._finished = False
+        directory = config.stash[STATE_KEY].settings.trajectories
+        self.trajectories = (
+            None if directory is None else TrajectoryWriter(directory, redactor(config))
+        )
 
     def _open_journal(self, seed: list[JournalEntry]) -> None:
         settings = self.config.stash[STATE_KEY].settings
@@ -379,6 +388,8 @@ class Controller:
             self._record(
                 carried["kind"], report.nodeid, carried["data"], carried.get("fingerprint")
             )
+            if self.trajectories is not None:
+                self._trajectory(carried["kind"], report.nodeid, carried["data"])
         stopped = report.__dict__.pop(STOPPED_ATTR, None)
         if stopped is not None:
             self.stopped.append(StoppedTask.model_validate_json(stopped["data"]))
@@ -386,6 +397,16 @@ class Controller:
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))
             self._record("error", report.nodeid, json.dumps(error, ensure_ascii=False))
+
+    def _trajectory(self, kind: str, nodeid: str, data: str) -> None:
+        """`--llm-trajectories`: the item's trajectory, written as its result arrives."""
+        assert self.trajectories is not None
+        result = self.results[kind].result_type.model_validate_json(data)
+        setup_key = getattr(getattr(result, "trace", None), "setup", None)
+        try:
+            self.trajectories.write(nodeid, result, self.setups.get(setup_key or ""))
+        except OSError as exc:
+            self.unwritten.append(f"{exc.filename or nodeid}: {exc.strerror or exc}")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -418,6 +439,7 @@ class Controller:
         fingerprint = self.config.stash.get(FINGERPRINT_KEY, {})
         if session is not None and not fingerprint and stopped is None:
             stopped = "no dataset fingerprint"  # an xdist worker that never reported it
+        models = [model_info(m, settings) for m in settings.models]
         return RunMetadata(
             plugin=pytest_llmtool.__version__,
             pytest=pytest.__version__,
@@ -425,7 +447,8 @@ class Controller:
             bashkit=_version("bashkit"),
             bashkit_runtimes=dict(RUNTIMES),
             sdks={name: v for name in ("anthropic", "openai") if (v := _version(name))},
-            models=[model_info(m, settings) for m in settings.models],
+            models=models,
+            agents={m.agent: m.agent_version for m in models if m.agent is not None},
             max_turns=settings.max_turns,
             trials=settings.trials,
             command_line=list(self.config.invocation_params.args),

@@ -134,6 +134,8 @@ def describe(info: ModelInfo, known: bool = True) -> str:
         said += f" via {info.client}"
     if info.endpoint:
         said += f" @ {info.endpoint}"
+    if info.agent:
+        said += f" under {info.agent} {info.agent_version or '(version unknown)'}"
     sent = _sent(info)
     return said + (f" ({', '.join(sent)})" if sent else "")
 

@@ -57,7 +57,7 @@ def task_of(nodeid: str, trial: int) -> str:
 
 
 def _usage(trace: AgentTrace | None, result: ItemResult) -> CallUsage:
-    return CallUsage.of([*(trace.llm_calls if trace else []), *result.judge_calls])
+    return CallUsage.of_run(trace, result.judge_calls)
 
 
 def _task(result: TaskResult) -> Outcome:

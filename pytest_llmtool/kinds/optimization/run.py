@@ -10,7 +10,8 @@ pristine project's harness first (`harness.py`): the harness is restored before 
 and an attempt that changed it is tampered, a failure. Every command runs in the copy's
 bubblewrap jail unless `--llm-sandbox=none`.
 With `--llm-agent-cmd` the external agent runs in the agent's copy instead of the built-in
-loop, as scenarios run it (`sandbox/external.py`).
+loop, as scenarios run it (`sandbox/external.py`); so does an agent CLI (`--llm-agent`,
+`agents/installed/runner.py`), whose trace is the item's.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmtool.agents.atif import read_external
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.loop import run_agent_loop
+from pytest_llmtool.agents.registry import CliModel
 from pytest_llmtool.kinds.optimization import harness
 from pytest_llmtool.kinds.optimization import results as readers
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
@@ -42,8 +45,14 @@ from pytest_llmtool.kinds.optimization.metrics import (
     snapshot_failed,
 )
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
+from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.sandbox import SandboxError, hostio
-from pytest_llmtool.sandbox.external import ExternalAgent, event_records, transcript_of
+from pytest_llmtool.sandbox.external import (
+    TRAJECTORY,
+    ExternalAgent,
+    event_records,
+    transcript_of,
+)
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.limits import Limits
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
@@ -97,10 +106,13 @@ def _tail(result: ShellResult) -> str:
     return (result.stdout + result.stderr).strip()[-1500:] or "(no output)"
 
 
-def agent_key(model: str, external: bool = False) -> str:
-    """FC-Eval's `agent:model`: the offline agents are their own models."""
+def agent_key(model: str, external: bool = False, cli: str | None = None) -> str:
+    """FC-Eval's `agent:model`: the offline agents are their own models; an agent CLI's
+    run is `<agent>:<model>` (the model as the table names it, not the run's name)."""
     if external:
         return f"external:{model}"
+    if cli is not None:
+        return f"{cli}:{model}"
     return f"{model}:{model}" if model in OFFLINE else f"builtin:{model}"
 
 
@@ -455,6 +467,52 @@ async def _agent(run: ItemRun, copy: Copy) -> AgentTrace:
     )
 
 
+async def _cli_agent(run: ItemRun, model: CliModel, copy: Copy) -> tuple[AgentTrace, list[str]]:
+    """Run the agent CLI in the agent's copy (its jail, its HOME, the task's agent timeout):
+    its trace and the notes it leaves; its raw stream and transcript are kept in `results/`,
+    the model's key cut out."""
+    from pytest_llmtool.agents.installed import installed
+    from pytest_llmtool.agents.installed.runner import run_cli
+
+    done = await run_cli(
+        installed(model.agent),
+        prompt=run.task.prompt,
+        endpoint=model.endpoint(),
+        workdir=copy.workdir,
+        home=copy.root / "home",
+        env=copy.env,
+        jail=copy.jail,
+        timeout=run.task.timeouts.agent,
+        price=model.price,
+        max_turns=run.max_turns,
+    )
+    entry = model.ref.setup
+    redact = Redactor(
+        {
+            f"env:{name}": os.environ[name]
+            for name in filter(None, [entry.key_env, *entry.header_variables])
+            if os.environ.get(name)
+        }
+    )
+    _fresh_results(copy)  # the agent may have left a link there
+    results = copy.root / "results"
+    hostio.write_text(copy.root, results / "agent-stream.jsonl", redact(done.stdout))
+    hostio.write_text(copy.root, results / "transcript.txt", redact(done.trace.transcript()))
+    problems = [f"{model.agent}'s stream: {p}" for p in done.reading.problems]
+    return done.trace, [*done.notes, *problems]
+
+
+def _cli_programs(model: ModelSpec) -> list[Path]:
+    """What the agent copy's jail must show for an agent CLI: its package and Node.js."""
+    if not isinstance(model, CliModel):
+        return []
+    from pytest_llmtool.agents.installed import installed
+    from pytest_llmtool.agents.installed.runner import find, visible
+
+    path = agent_environment(Path("/"), {})["PATH"]
+    return visible(find(installed(model.agent), path))
+
+
 def count_tool_calls(root: Path, events: Path) -> tuple[int, str | None]:
     """The `tool_call` events an external agent wrote to `$LLM_TOOL_TEST_EVENTS` under the
     item's `root`, and a note when there are none to count (no file, or one that is not a
@@ -468,9 +526,13 @@ def count_tool_calls(root: Path, events: Path) -> tuple[int, str | None]:
     return count, None
 
 
-async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> tuple[int, str]:
-    """Run `--llm-agent-cmd` in the agent's copy: its trajectory length and a note on it."""
+async def _external_agent(
+    run: ItemRun, external: ExternalAgent, copy: Copy
+) -> tuple[int, str, AgentTrace | None]:
+    """Run `--llm-agent-cmd` in the agent's copy: its trajectory length, a note on it, and the
+    trace of the ATIF trajectory it wrote (None without one: its cost is then unknown)."""
     events = copy.root / "results" / "events.jsonl"
+    trajectory = copy.root / "results" / TRAJECTORY
     env = {
         **copy.env,
         "LLM_TOOL_TEST_EVENTS": str(events),
@@ -485,13 +547,19 @@ async def _external_agent(run: ItemRun, external: ExternalAgent, copy: Copy) -> 
         env=env,
         timeout=task.timeouts.agent,
         jail=copy.jail,
+        trajectory=trajectory,
     )
     _fresh_results(copy)  # the agent may have left a link there
     hostio.write_text(copy.root, copy.root / "results" / "transcript.txt", transcript_of(done))
-    length, why = count_tool_calls(copy.root, events)
     status = "timed out" if done.timed_out else f"exited {done.exit_code}"
+    trace, said = read_external(copy.root, trajectory, done.exit_code)
+    if trace is not None:
+        note = f"external agent {status}; its calls, tokens and cost from trajectory.json"
+        return len(trace.tool_calls), f"{note}; {said}" if said else note, trace
+    length, why = count_tool_calls(copy.root, events)
     note = f"external agent {status}; cost unknown (counted as 0)"
-    return length, f"{note}; {why}" if why else note
+    why = "; ".join(filter(None, [said, why]))
+    return length, f"{note}; {why}" if why else note, None
 
 
 def _fresh_results(copy: Copy) -> None:
@@ -517,12 +585,18 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     task = run.task
     external = run.external
     extra = [] if external is None or external.executable is None else [external.executable]
+    extra += _cli_programs(run.model)
     copy = await make_copy(task, run.root, "agent", run.sandbox, extra, run.limits)
     notes: list[str] = []
     trace: AgentTrace | None = None
+    cli = run.model.agent if isinstance(run.model, CliModel) else None
     if external is not None:
-        trajectory_length, note = await _external_agent(run, external, copy)
+        trajectory_length, note, trace = await _external_agent(run, external, copy)
         notes.append(note)
+    elif isinstance(run.model, CliModel):
+        trace, said = await _cli_agent(run, run.model, copy)
+        notes += said
+        trajectory_length = len(trace.tool_calls)
     else:
         trace = await _agent(run, copy)
         trajectory_length = trace.turns
@@ -574,7 +648,11 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         trial=run.trial,
         task_id=task.name,
         category=task.category,
-        agent=agent_key(run.model.name, external is not None),
+        agent=agent_key(
+            run.model.ref.model_id if isinstance(run.model, CliModel) else run.model.name,
+            external is not None,
+            cli,
+        ),
         min_speedup=task.min_speedup,
         metrics=metrics,
         oracle_pytest=reference.oracle_pytest,

@@ -157,7 +157,9 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         return "scenario"
 
     def labels(self, work: Scenario, state: RunState) -> list[tuple[str, Any]]:
-        return [(doc.stem, doc) for doc in work.guidance] or [("", None)]
+        from pytest_llmtool.kinds.scenario.load import guidance_label
+
+        return [(guidance_label(doc), doc) for doc in work.guidance] or [("", None)]
 
     def sources(self, work: Scenario) -> list[Path]:
         """Its template folder, rubric, guidance documents, and the target binary or MCP
@@ -184,7 +186,10 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         return markers
 
     def skip_reason(self, work: Scenario, model: ModelSpec, state: RunState) -> str | None:
-        return None if state.settings.agent_cmd else model.skip_reason(work)
+        from pytest_llmtool.agents.registry import CliModel
+
+        runs_here = state.settings.agent_cmd or isinstance(model, CliModel)
+        return None if runs_here else model.skip_reason(work)
 
     async def run(self, item: LlmItem, state: RunState) -> ScenarioResult:
         from pytest_llmtool.kinds.scenario.run import ScenarioRun, run_scenario
@@ -221,7 +226,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
                 budget=state.budget,
                 limits=limits_for(scenario.limits, state.settings.limits),
                 rules=scenario.rules,
-                withheld=tuple(secret_variables(state.settings.aliases)),
+                withheld=_withheld(item.model, state),
             )
         )
         return result
@@ -251,7 +256,7 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         score = ev.composite_score
         if score is None:  # no judge: the share of gates passed
             score = ev.gates_passed / ev.gates_total if ev.gates_total else None
-        usage = CallUsage.of([*(trace.llm_calls if trace else []), *result.judge_calls])
+        usage = CallUsage.of_run(trace, result.judge_calls)
         return Columns(
             score=score,
             score_text=f"{ev.gates_passed}/{ev.gates_total} gates"
@@ -304,6 +309,18 @@ class ScenarioKind(Kind["Scenario", ScenarioResult]):
         from pytest_llmtool.kinds.scenario.report import markdown_details
 
         return markdown_details(report) if report.scenarios else []
+
+
+def _withheld(model: ModelSpec, state: RunState) -> tuple[str, ...]:
+    """The variables never passed to the agent: the model table's secrets, and the key and
+    header variables of the model an agent CLI drives (an alias's too)."""
+    from pytest_llmtool.agents.registry import CliModel
+
+    found = secret_variables(state.settings.aliases)
+    if isinstance(model, CliModel):
+        entry = model.ref.setup
+        found += [*filter(None, [entry.key_env]), *entry.header_variables]
+    return tuple(dict.fromkeys(found))
 
 
 def _external(state: RunState) -> ExternalAgent | None:

@@ -253,12 +253,20 @@ def _semantic_problems(data: dict[str, Any], base: Path, rules: Rules) -> list[s
                 f"template_folder: neither {base / name} nor {base / 'templates' / name} "
                 "is a directory"
             )
+    labels: dict[str, int] = {}
     for index, doc in enumerate(data.get("guidance", [])):
         outside = _outside(base, doc)
+        label = guidance_label(base / doc)
         if outside:
             problems.append(f"guidance[{index}]: {outside}")
-        elif not (base / doc).is_file():
-            problems.append(f"guidance[{index}]: {base / doc} is not a file")
+        elif not (base / doc).is_file() and not (base / doc).is_dir():
+            problems.append(f"guidance[{index}]: {base / doc} is not a file or a directory")
+        elif label in labels:
+            problems.append(
+                f"guidance[{index}]: {doc!r} is named {label!r} in node ids, as "
+                f"guidance[{labels[label]}] is; rename one"
+            )
+        labels.setdefault(label, index)
     judge = data["evaluation"].get("judge")
     if judge and judge["enabled"] and "rubric" in judge:
         outside = _outside(base, judge["rubric"])
@@ -304,6 +312,12 @@ def _agent_env_problems(data: dict[str, Any]) -> list[str]:
                 "the server's"
             )
     return problems
+
+
+def guidance_label(path: Path) -> str:
+    """A guidance version's name in node ids and reports: a file's stem (`v2.md`: `v2`), a
+    directory's name (`with-skills`)."""
+    return path.name if path.is_dir() else path.stem
 
 
 def _unprintable(data: dict[str, Any]) -> list[str]:

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_llmtool.agents.atif import read_external
 from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget, BudgetExhausted
+from pytest_llmtool.agents.installed.base import McpServer
 from pytest_llmtool.agents.judge import (
     Entry,
     PanelJudge,
@@ -42,6 +44,7 @@ from pytest_llmtool.agents.judge import (
     trace_entries,
 )
 from pytest_llmtool.agents.loop import commands_of, run_agent_loop
+from pytest_llmtool.agents.registry import CliModel
 from pytest_llmtool.inputs.untrusted import shorten
 from pytest_llmtool.kinds.scenario import rules
 from pytest_llmtool.kinds.scenario.gates import Gate, GateContext, run_gates
@@ -58,6 +61,7 @@ from pytest_llmtool.kinds.scenario.load import (
     Rules,
     Scenario,
     Target,
+    guidance_label,
 )
 from pytest_llmtool.kinds.scenario.mcp_target import McpTarget, StdioTransport
 from pytest_llmtool.kinds.scenario.placeholders import Placeholders
@@ -70,13 +74,14 @@ from pytest_llmtool.records import (
     Interval,
     JudgeOpinion,
     McpSessionRecord,
+    McpToolCall,
     ScenarioResult,
     ToolCallResult,
     ToolUseBlock,
 )
 from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.sandbox import SandboxError, hostio
-from pytest_llmtool.sandbox.external import ExternalAgent, transcript_of
+from pytest_llmtool.sandbox.external import TRAJECTORY, ExternalAgent, transcript_of
 from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.limits import Limits
 from pytest_llmtool.sandbox.process import run_shell
@@ -88,6 +93,7 @@ from pytest_llmtool.sandbox.workdir import (
 )
 
 if TYPE_CHECKING:
+    from pytest_llmtool.agents.installed.runner import CliRun
     from pytest_llmtool.kinds.scenario.mcp_client import McpConnection
 
 SETUP_TIMEOUT_SECONDS = 120.0
@@ -194,6 +200,8 @@ def judge_layer(
 HARNESS_EVENTS = "events.jsonl"
 AGENT_EVENTS = "agent-events.jsonl"
 TOOLS_LIST = "mcp-tools-list.json"
+# An agent CLI's own JSON stream, as it wrote it (redacted like the other artifacts).
+AGENT_STREAM = "agent-stream.jsonl"
 
 
 @dataclass(frozen=True)
@@ -287,13 +295,17 @@ def _prepare(
     workdir.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
     (run.root / "home").mkdir(parents=True, exist_ok=True)
-    if run.guidance is not None:
+    if run.guidance is not None and run.guidance.is_dir():
+        # A guidance directory (AGENTS.md, CLAUDE.md, `.claude/skills/`, a CLI's project MCP
+        # config) goes over the work directory, as a template folder does.
+        shutil.copytree(run.guidance, workdir, dirs_exist_ok=True, symlinks=True)
+    elif run.guidance is not None:
         shutil.copyfile(run.guidance, workdir / "AGENTS.md")
     context = {
         "FIXTURE_DIR": str(workdir),
         "RESULTS_DIR": str(artifacts),
         "SCENARIO": scenario.name,
-        "AGENT": "external" if run.external else "builtin",
+        "AGENT": _agent_name(run),
         "MODEL": run.model_name,
         "TRANSCRIPT": str(artifacts / "transcript.txt"),
     }
@@ -317,6 +329,13 @@ def _prepare(
         envs = Envs({**own, **passed}, {**own, **passed}, own)
     harness = {**envs.harness, **marks.command_env()}
     return dataclasses.replace(envs, harness=harness), notes
+
+
+def _agent_name(run: ScenarioRun) -> str:
+    """Who drives the item: `external` (--llm-agent-cmd), an agent CLI's name, `builtin`."""
+    if run.external is not None:
+        return "external"
+    return run.model.agent if isinstance(run.model, CliModel) else "builtin"
 
 
 def _tool_dirs(run: ScenarioRun) -> list[Path]:
@@ -346,6 +365,11 @@ def _jail(run: ScenarioRun, envs: Envs) -> Jail:
     extra = _tool_dirs(run)
     if run.external is not None and run.external.executable is not None:
         extra.append(run.external.executable)
+    if isinstance(run.model, CliModel):  # the CLI and its runtime, read-only
+        from pytest_llmtool.agents.installed import installed
+        from pytest_llmtool.agents.installed.runner import find, visible
+
+        extra += visible(find(installed(run.model.agent), envs.agent["PATH"]))
     paths = dict.fromkeys(
         [*envs.agent["PATH"].split(os.pathsep), *envs.server["PATH"].split(os.pathsep)]
     )
@@ -427,7 +451,7 @@ async def _builtin_agent(
     deadline = time.monotonic() + scenario.timeout_secs
     # Guidance versions of one scenario start with the same conversation: each needs its own
     # id, or their recordings would answer for each other.
-    work_id = f"{scenario.name}-{run.guidance.stem}" if run.guidance else scenario.name
+    work_id = f"{scenario.name}-{guidance_label(run.guidance)}" if run.guidance else scenario.name
     sandbox = WorkdirSandbox(workdir, env, deadline, jail)
     if mcp is None:
         assert not isinstance(scenario.target, McpTarget)
@@ -549,14 +573,19 @@ def judge_tool_note(tool: str, judges: tuple[ModelSpec, ...]) -> str:
 
 def agent_guidance(run: ScenarioRun) -> str | None:
     """The AGENTS.md and CLAUDE.md the agent was given, for the judge: the guidance version
-    in place of the template's AGENTS.md, as `_prepare` copies them. Read from the scenario's
+    in place of the template's AGENTS.md (a guidance directory's own AGENTS.md and CLAUDE.md
+    over the template's), as `_prepare` copies them. Read from the scenario's
     own files, never from the work directory, which the agent may have rewritten; a file that
     resolves outside the scenario's directory is not read. None when there is none."""
     scenario = run.scenario
     sources: dict[str, Path] = {}
     if scenario.template_folder is not None:
         sources = {name: scenario.template_folder / name for name in ("AGENTS.md", "CLAUDE.md")}
-    if run.guidance is not None:
+    if run.guidance is not None and run.guidance.is_dir():
+        for name in ("AGENTS.md", "CLAUDE.md"):
+            if (run.guidance / name).is_file():
+                sources[name] = run.guidance / name
+    elif run.guidance is not None:
         sources["AGENTS.md"] = run.guidance
     home = scenario.path.parent.resolve()
     parts = []
@@ -598,7 +627,10 @@ async def _external_agent(
     workdir: Path,
     env: dict[str, str],
     jail: Jail | None,
-) -> tuple[str, bool]:
+    artifacts: Path,
+) -> tuple[str, bool, AgentTrace | None, str | None]:
+    """The agent's transcript, whether it completed, and the trace of the ATIF trajectory it
+    wrote (None without one) with a note on it."""
     result = await external.run(
         prompt=run.scenario.prompt,
         model=run.model_name,
@@ -606,10 +638,12 @@ async def _external_agent(
         env=env,
         timeout=run.scenario.timeout_secs,
         jail=jail,
+        trajectory=artifacts / TRAJECTORY,
     )
     transcript = transcript_of(result)
+    trace, note = read_external(run.root, artifacts / TRAJECTORY, result.exit_code)
     # Seed 004's `completed`: exited by itself (not killed by the timeout) with exit code 0.
-    return transcript, result.exit_code == 0 and not result.timed_out
+    return transcript, result.exit_code == 0 and not result.timed_out, trace, note
 
 
 async def _post_scripts(
@@ -704,9 +738,18 @@ async def _run(
     finally:
         hostio.write_text(run.root, artifacts / HARNESS_EVENTS, "".join(events))
     agents_md = _agents_md(run.root, workdir) if isinstance(scenario.target, McpTarget) else None
+    cli = None
+    if isinstance(run.model, CliModel):
+        # Before the harness's MCP session: a stdio server the CLI starts is its own process,
+        # and the harness's (for tools/list and the gates) then starts on what it left.
+        _withhold_key(run.model, marks)
+        server = None
+        if isinstance(scenario.target, McpTarget):
+            server = mcp_server(scenario.target, envs.server, marks)
+        cli = await _cli_agent(run, run.model, workdir, envs.agent, artifacts, jail, server)
     async with _mcp_session(run, workdir, envs.server, jail, marks, artifacts) as mcp:
         result = await _run_and_evaluate(
-            run, workdir, artifacts, envs, jail, mcp, agents_md, started
+            run, workdir, artifacts, envs, jail, mcp, agents_md, started, cli
         )
     if scenario.evaluators:  # ax-eval's order: after the gates and the judge
         found = [await _evaluator(e, workdir, envs.harness, jail) for e in scenario.evaluators]
@@ -754,13 +797,20 @@ async def _evaluator(
 
 
 def _agent_events(result: ScenarioResult) -> str:
-    """The built-in agent's calls as `events.jsonl` lines, from its trace (an external agent's
-    own claims stay in `agent-events.jsonl`)."""
-    if result.trace is None:
+    """The agent's calls as `events.jsonl` lines, from its trace (an external agent's own
+    claims stay in `agent-events.jsonl`): an agent CLI's shell calls, and its MCP calls."""
+    from pytest_llmtool.agents.installed import MODULES
+
+    trace = result.trace
+    if trace is None:
         return ""
+    if trace.agent is not None and trace.agent.name in MODULES:
+        shell = shell_calls(trace.agent.name, trace)
+    else:
+        shell = trace.tool_calls if result.mcp is None else _bash_calls(trace)
     if result.mcp is None:
-        return events_text(result.trace.tool_calls)
-    return events_text(_bash_calls(result.trace)) + "".join(
+        return events_text(shell)
+    return events_text(shell) + "".join(
         json.dumps({"event": "mcp_tool_call", **c.model_dump()}, ensure_ascii=False) + "\n"
         for c in result.mcp.calls
     )
@@ -796,7 +846,15 @@ def _redact_artifacts(root: Path, artifacts: Path, redact: Redactor) -> None:
     """Cut the item's secrets out of the files the harness wrote into the artifacts."""
     if not redact:
         return
-    for name in ("transcript.txt", HARNESS_EVENTS, AGENT_EVENTS, "evaluation.json", TOOLS_LIST):
+    for name in (
+        "transcript.txt",
+        HARNESS_EVENTS,
+        AGENT_EVENTS,
+        AGENT_STREAM,
+        TRAJECTORY,
+        "evaluation.json",
+        TOOLS_LIST,
+    ):
         path = artifacts / name
         if not hostio.confined(root, path) or not path.is_file():
             continue
@@ -814,16 +872,35 @@ async def _run_and_evaluate(
     mcp: McpConnection | None,
     agents_md: str | None,
     started: float,
+    cli: CliRun | None = None,
 ) -> ScenarioResult:
+    """The agent's run (the built-in loop's, an external agent's, or, done already, an agent
+    CLI's `cli`), then the three layers."""
     scenario = run.scenario
     trace: AgentTrace | None = None
     notes: list[str] = list(scenario.notes)  # what loading did not use (tool_matrix...)
     if run.external is not None:
         assert not isinstance(scenario.target, McpTarget)
         pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
-        transcript, completed = await _external_agent(run, run.external, workdir, envs.agent, jail)
-        evidence = from_external(run.root, artifacts / AGENT_EVENTS, transcript, pattern)
-        notes += [evidence.note] if evidence.note else []
+        transcript, completed, trace, said = await _external_agent(
+            run, run.external, workdir, envs.agent, jail, artifacts
+        )
+        if trace is not None:  # its ATIF trajectory: structured calls with exit statuses
+            evidence = from_tool_calls(trace.tool_calls, pattern)
+        else:
+            evidence = from_external(run.root, artifacts / AGENT_EVENTS, transcript, pattern)
+        notes += [n for n in (said, evidence.note) if n]
+    elif cli is not None:
+        assert isinstance(run.model, CliModel)
+        trace, transcript = cli.trace, cli.trace.transcript()
+        completed = trace.natural_stop and not trace.timed_out
+        notes += [*cli.notes, *(f"{run.model.agent}'s stream: {p}" for p in cli.reading.problems)]
+        if mcp is not None:
+            evidence = from_mcp_calls(cli.reading.mcp_calls)
+        else:
+            assert not isinstance(scenario.target, McpTarget)
+            pattern = compile_pattern(scenario.target.command_pattern, scenario.target.binary)
+            evidence = from_tool_calls(shell_calls(run.model.agent, trace), pattern)
     else:
         assert not isinstance(run.model, str)
         trace, transcript, completed = await _builtin_agent(
@@ -926,12 +1003,99 @@ async def _run_and_evaluate(
         tier=scenario.tier,
         evaluation=evaluation,
         trace=trace,
-        mcp=mcp.record if mcp is not None else None,
+        mcp=_mcp_record(mcp, cli.reading.mcp_calls if cli is not None else None),
         judge_calls=list(verdict.calls) if verdict else [],
         notes=notes,
         artifacts=str(artifacts),
         duration_ms=round((time.perf_counter() - started) * 1000),
     )
+
+
+async def _cli_agent(
+    run: ScenarioRun,
+    model: CliModel,
+    workdir: Path,
+    env: dict[str, str],
+    artifacts: Path,
+    jail: Jail | None,
+    server: McpServer | None,
+) -> CliRun:
+    """Run the agent CLI in the item's jail, HOME the item's own, under the scenario's
+    timeout, handed the MCP target when there is one; its raw stream is kept as an artifact
+    and its shell calls as `agent-events.jsonl`."""
+    from pytest_llmtool.agents.installed import installed
+    from pytest_llmtool.agents.installed.runner import run_cli
+
+    agent = installed(model.agent)
+    done = await run_cli(
+        agent,
+        prompt=run.scenario.prompt,
+        endpoint=model.endpoint(),
+        workdir=workdir,
+        home=run.root / "home",
+        env=env,
+        jail=jail,
+        timeout=run.scenario.timeout_secs,
+        mcp=server,
+        price=model.price,
+        max_turns=run.scenario.max_turns or run.max_turns,
+    )
+    hostio.write_text(run.root, artifacts / AGENT_STREAM, done.stdout)
+    events = events_text(shell_calls(model.agent, done.trace))
+    hostio.write_text(run.root, artifacts / AGENT_EVENTS, events)
+    return done
+
+
+def shell_calls(agent: str, trace: AgentTrace) -> list[ToolCallResult]:
+    """The calls of an agent CLI's shell tool (`InstalledAgent.shell_tools`; every call
+    when the adapter names none): the commands a CLI target's metrics count, never the
+    agent's file reads and edits that merely name the tool."""
+    from pytest_llmtool.agents.installed import installed
+
+    names = installed(agent).shell_tools
+    if not names:
+        return trace.tool_calls
+    uses = [b for m in trace.messages for b in m.tool_uses()]
+    return [c for use, c in zip(uses, trace.tool_calls, strict=False) if use.name in names]
+
+
+def _withhold_key(model: CliModel, marks: Placeholders) -> None:
+    """The model's key and its headers' variables: cut out of every artifact and the result
+    (the item's redactor), whatever the CLI or its tools print."""
+    entry = model.ref.setup
+    for name in filter(None, [entry.key_env, *entry.header_variables]):
+        if os.environ.get(name):
+            marks.used[name] = os.environ[name]
+
+
+def mcp_server(target: McpTarget, env: dict[str, str], marks: Placeholders) -> McpServer:
+    """The scenario's MCP target as the agent CLI's own MCP configuration names it: a stdio
+    server's command, and its environment as the harness starts it (`env`, the server's
+    own variables over it), or an HTTP server's URL and headers (`auth` merged in)."""
+    from pytest_llmtool.kinds.scenario.mcp_client import endpoint
+
+    try:
+        reached = endpoint(target, marks)
+    except ValueError as exc:
+        raise SetupFailed(f"MCP server {target.name!r}: {exc}") from None
+    if reached.command:
+        server_env = {**env, **reached.server_env}
+        return McpServer(target.name, tuple(reached.command), server_env, tools=tuple(target.tools))
+    return McpServer(
+        target.name, url=reached.url, headers=reached.headers, tools=tuple(target.tools)
+    )
+
+
+def _mcp_record(
+    mcp: McpConnection | None, cli_calls: list[McpToolCall] | None
+) -> McpSessionRecord | None:
+    """The MCP session's record; under an agent CLI the calls are the CLI's own (the
+    harness's session only listed the tools and served the gates)."""
+    if mcp is None:
+        return None
+    if cli_calls is None:
+        return mcp.record
+    return mcp.record.model_copy(update={"calls": cli_calls})
 
 
 def _target_label(scenario: Scenario) -> str:
