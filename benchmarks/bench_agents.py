@@ -214,6 +214,9 @@ def main() -> int:
             "greet.yaml",
             "--llm-agent=claude-code",
             "--llm-model=sonnet",
+            # One item at a time, as the CLI alone runs: by default 8 would overlap, and their
+            # wall time would hide the plugin's own.
+            "--llm-concurrency=1",
             "-p",
             "no:randomly",
         ]

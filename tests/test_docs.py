@@ -58,6 +58,8 @@ NOT_RUN_HERE: dict[str, bool] = {
     "--html=report.html": False,
     "npm install --prefix ~/agent-clis --ignore-scripts @anthropic-ai/claude-code@2.1.332 "
     "@openai/codex@0.171.0 opencode-ai@1.18.33 @google/gemini-cli@0.61.0": False,
+    "node ~/agent-clis/node_modules/@anthropic-ai/claude-code/install.cjs": False,
+    "(cd ~/agent-clis/node_modules/opencode-ai && node postinstall.mjs)": False,
     "export PATH=~/agent-clis/node_modules/.bin:$PATH": False,
     # Its models are a model table's (models.md), which the repository's pyproject.toml has not.
     "VLLM_KEY=token ANTHROPIC_API_KEY=... pytest --llm-model=fast,careful examples/ "
