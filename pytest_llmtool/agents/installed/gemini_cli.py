@@ -30,7 +30,7 @@ from pytest_llmtool.agents.installed.base import (
     Reading,
     json_events,
 )
-from pytest_llmtool.agents.installed.runner import AgentCliError
+from pytest_llmtool.agents.installed.runner import refuse_mcp
 from pytest_llmtool.records import (
     AgentTrace,
     ContentBlock,
@@ -70,11 +70,7 @@ class GeminiCli(InstalledAgent):
         mcp: McpServer | None,
         max_turns: int | None = None,
     ) -> Invocation:
-        if mcp is not None:
-            raise AgentCliError(
-                f"{self.name}: an MCP target is not handed to it yet (its MCP calls are not "
-                "read from its stream): run MCP scenarios under claude-code or codex"
-            )
+        refuse_mcp(self, mcp)
         settings: dict[str, Any] = {
             "security": {
                 "auth": {"selectedType": "gemini-api-key"},

@@ -52,6 +52,16 @@ class CliRun:
     served: tuple[ServedCall, ...] = ()
 
 
+def refuse_mcp(agent: InstalledAgent, mcp: McpServer | None) -> None:
+    """For a CLI whose MCP calls are not read from its stream yet: an MCP target under it is
+    an `AgentCliError` naming it, never a run graded on no MCP calls."""
+    if mcp is not None:
+        raise AgentCliError(
+            f"{agent.name}: an MCP target is not handed to it yet (its MCP calls are not "
+            "read from its stream): run MCP scenarios under claude-code or codex"
+        )
+
+
 def find(agent: InstalledAgent, path: str) -> str:
     """The CLI's program on `path`; `AgentCliError` saying how to install it otherwise."""
     found = shutil.which(agent.binary, path=path)
