@@ -1344,6 +1344,109 @@ class OptimizationResult(ItemResult):
         return m.task_speedup > self.min_speedup and ci.low > self.min_speedup
 
 
+class ContainerInfo(BaseModel):
+    """The container an item ran in: which engine and daemon, which image (its id, so a
+    rebuilt image is told from the old), the network it had and the limits, each with how it
+    was enforced (`sandbox/container/limits.py`)."""
+
+    engine: str  # "docker 28.2.2 (server 20.10.24)"
+    endpoint: str  # where the CLI pointed: "default", a context, or DOCKER_HOST sans credentials
+    image: str
+    image_id: str
+    built: bool = False  # built by this run (False: found present)
+    network: str = "none"
+    limits: dict[str, float] = Field(default_factory=dict)
+    limits_enforced: dict[str, str] = Field(default_factory=dict)
+
+
+class PhaseTiming(BaseModel):
+    """One phase of a Harbor trial (`TimingInfo`): ISO 8601 times in UTC."""
+
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class ExceptionInfo(BaseModel):
+    """What went wrong in a Harbor trial, as Harbor's `exception_info` says it."""
+
+    exception_type: str
+    exception_message: str
+    exception_traceback: str = ""
+    occurred_at: str | None = None
+
+
+class HarborAgentResult(BaseModel):
+    """Harbor's `agent_result` (`AgentContext`): the agent's tokens and cost; None where
+    unknown (never 0 for unknown). `n_input_tokens` includes cached tokens."""
+
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+    model_usage: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
+
+
+class HarborStepResult(BaseModel):
+    """One step of a multi-step Harbor task (Harbor's `step_results` entry)."""
+
+    step_name: str
+    rewards: dict[str, float] | None = None
+    reward_source: Literal["reward.json", "reward.txt"] | None = None
+    # Why the step has no reward (no file, empty, unparsable, verifier timeout): graded as 0.
+    reward_error: str | None = None
+    agent_timed_out: bool = False
+    agent_exit_code: int | None = None
+    exception_info: ExceptionInfo | None = None
+    agent_execution: PhaseTiming | None = None
+    verifier: PhaseTiming | None = None
+
+
+class HarborResult(ItemResult):
+    """One Harbor task item: an agent's trial of a task in its container, rewarded by the
+    task's verifier as Harbor rewards it.
+
+    `rewards` are the trial's (a multi-step task's rolled up by its strategy); None when the
+    verifier gave none, a graded failure (`reward_error` says why). Passed when the reward
+    `reward_key` reaches `threshold`. `details` keeps what `reward.json` held beside numbers
+    (FormulaCode's `patch`, `lsv`, `tamper_precheck` blocks) verbatim."""
+
+    task_id: str
+    task_name: str  # task.toml's [task].name, else the directory's name
+    category: str
+    agent: str  # "oracle", "nop", "builtin", or an agent CLI's name
+    variant: str = ""
+    reward_key: str = "reward"
+    threshold: float = 1.0
+    rewards: dict[str, float] | None = None
+    reward_source: Literal["reward.json", "reward.txt"] | None = None
+    reward_error: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    steps: list[HarborStepResult] = Field(default_factory=list)
+    agent_timed_out: bool = False
+    agent_exit_code: int | None = None
+    agent_result: HarborAgentResult | None = None
+    exception_info: ExceptionInfo | None = None
+    environment_setup: PhaseTiming | None = None
+    agent_setup: PhaseTiming | None = None
+    agent_execution: PhaseTiming | None = None
+    verifier: PhaseTiming | None = None
+    container: ContainerInfo | None = None
+    trace: AgentTrace | None = None
+    duration_ms: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reward(self) -> float | None:
+        """The reward that decides the item; None when the verifier gave none."""
+        return None if self.rewards is None else self.rewards.get(self.reward_key)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        reward = self.reward
+        return reward is not None and reward >= self.threshold
+
+
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
 # (adding one does not), so a reader of an older report knows what it holds.
 SCHEMA_VERSION = 1
@@ -1575,6 +1678,7 @@ class EvalReport(BaseModel):
     optimization_results: Sequence[OptimizationResult] = Field(default_factory=list)
     # FC-Eval's run-level summary of the optimization tasks, by `agent:model`.
     optimization: OptimizationRunSummary | None = None
+    harbor_results: Sequence[HarborResult] = Field(default_factory=list)
     # Sections of kinds added by other plugins, by kind name.
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # With --llm-max-cost: the limit and the whole run's spend.

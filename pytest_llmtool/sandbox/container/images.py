@@ -1,0 +1,138 @@
+"""Images: built (or found) once per run, shared by the items that use them.
+
+An image built from a directory is tagged by a digest of its build context
+(`llmtool/<name>:<digest>`), so a second process of the run (an xdist worker) or a later run
+finds it by tag and builds nothing; a lock file under the run's shared directory makes
+concurrent workers wait for one build instead of racing. Builds run with `--rm --force-rm`:
+a failed step leaves no container behind. A failed build is `BuildFailed`, with the log's tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_llmtool.sandbox.container import BuildFailed
+from pytest_llmtool.sandbox.container.engine import Engine
+
+BUILD_LOG_TAIL = 30
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image ready to start: the reference to start it by and its id (`sha256:...`)."""
+
+    ref: str
+    image_id: str
+    built: bool  # built by this process (False: found already present)
+
+
+def context_digest(context: Path, dockerfile: str = "Dockerfile") -> str:
+    """A digest of a build context's files (names, modes and bytes), in a stable order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in context.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(context).as_posix()
+        digest.update(rel.encode() + b"\0")
+        if path.is_symlink():
+            digest.update(b"L" + str(path.readlink()).encode())
+        else:
+            digest.update(oct(path.stat().st_mode & 0o777).encode() + path.read_bytes())
+        digest.update(b"\0")
+    digest.update(dockerfile.encode())
+    return digest.hexdigest()[:16]
+
+
+def tag_for(name: str, context: Path) -> str:
+    slug = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "task"
+    return f"llmtool/{slug[:100]}:{context_digest(context)}"
+
+
+async def image_id(engine: Engine, ref: str) -> str | None:
+    code, out, _ = await engine.call(
+        "image", "inspect", "--format", "{{.Id}}", ref, check=False
+    )
+    return out.decode().strip() if code == 0 else None
+
+
+_locks: dict[str, asyncio.Lock] = {}
+
+
+async def ensure_image(
+    engine: Engine,
+    *,
+    context: Path | None = None,
+    image: str | None = None,
+    name: str = "task",
+    timeout: float = 600.0,
+    lock_dir: Path | None = None,
+) -> ImageRef:
+    """The image to start: `image` as given (it must be present: nothing is pulled), or
+    the one built from `context` (its `Dockerfile`), built only when its tag is absent."""
+    if context is None:
+        if image is None:
+            raise BuildFailed("neither a build context nor an image was given")
+        found = await image_id(engine, image)
+        if found is None:
+            raise BuildFailed(
+                f"image {image} is not present on {engine.endpoint()} and is not pulled "
+                "(build it, or load it with `docker load`, before the run)"
+            )
+        return ImageRef(image, found, built=False)
+    tag = tag_for(name, context)
+    lock = _locks.setdefault(tag, asyncio.Lock())
+    async with lock:
+        found = await image_id(engine, tag)
+        if found is not None:
+            return ImageRef(tag, found, built=False)
+        with _file_lock(lock_dir, tag):
+            found = await image_id(engine, tag)
+            if found is not None:
+                return ImageRef(tag, found, built=False)
+            await _build(engine, context, tag, timeout)
+        found = await image_id(engine, tag)
+        if found is None:
+            raise BuildFailed(f"{engine.name} built {tag} but cannot find it")
+        return ImageRef(tag, found, built=True)
+
+
+async def _build(engine: Engine, context: Path, tag: str, timeout: float) -> None:
+    try:
+        code, out, err = await engine.call(
+            "build", "--rm", "--force-rm", "-t", tag, str(context), timeout=timeout, check=False
+        )
+    except asyncio.TimeoutError:
+        raise BuildFailed(f"building {context} took longer than {timeout:g} s") from None
+    if code != 0:
+        log = (out + err).decode(errors="replace").strip().splitlines()
+        tail = "\n".join(log[-BUILD_LOG_TAIL:])
+        raise BuildFailed(f"building the image of {context} failed (exit {code}):\n{tail}")
+
+
+class _file_lock:
+    """An exclusive `flock` on `<lock_dir>/<tag>.lock` while building (none without a
+    directory). Blocking: a worker waits while another builds, as it would for the image."""
+
+    def __init__(self, lock_dir: Path | None, tag: str) -> None:
+        self._path = (
+            lock_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".lock") if lock_dir else None
+        )
+        self._fd: int | None = None
+
+    def __enter__(self) -> None:
+        if self._path is None:
+            return
+        import fcntl
+        import os
+
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            import os
+
+            os.close(self._fd)
