@@ -37,6 +37,7 @@ from pytest_llmtool.run.resume import install as install_resume
 from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner, redactor
 from pytest_llmtool.run.signals import TermAsInterrupt
 from pytest_llmtool.run.state import STATE_KEY, RunState
+from pytest_llmtool.sandbox.container.reaper import reap
 from pytest_llmtool.settings import Settings
 
 
@@ -83,6 +84,8 @@ def activate(config: pytest.Config) -> None:
     budget = Budget(settings.max_cost)
     forward = worker.forward_recording if worker and not worker.shares_files else None
     state = config.stash[STATE_KEY] = RunState.create(settings, budget, forward)
+    if workerinput is not None and workerinput.get("testrunuid"):  # one run id for all workers
+        state.containers.run_id = str(workerinput["testrunuid"])[:12]
     if settings.max_cost is not None:  # a limit the run could not enforce fails it at once
         judges = [state.build(resolve(name, settings.aliases)) for name in settings.judge_models]
         for problem in filter(None, map(cost_bound_problem, [*state.models, *judges])):
@@ -96,6 +99,7 @@ def activate(config: pytest.Config) -> None:
     controller = None if workerinput else Controller(config)
     if controller is not None:  # before anything starts: a path it cannot write, a held one
         claim_outputs(config, settings)
+        reap()  # before any worker starts: containers a killed run left
     # Before anything starts: a journal that cannot be resumed is a usage error.
     install_resume(config, settings, controller)
     config.pluginmanager.register(Runner(), "llmtool-runner")

@@ -26,6 +26,7 @@ from pytest_llmtool.agents.registry import (
 )
 from pytest_llmtool.agents.replay import CallStore
 from pytest_llmtool.run.runtime import Runtime
+from pytest_llmtool.sandbox.container.engine import LiveContainers
 from pytest_llmtool.sandbox.vfs import BashPool
 from pytest_llmtool.settings import Settings
 
@@ -44,6 +45,9 @@ class RunState:
     runtime: Runtime = field(default_factory=Runtime)
     # bashkit interpreters finished tasks gave back (`sandbox/vfs.py`).
     bash_pool: BashPool = field(default_factory=BashPool)
+    # Containers started and not yet removed (`sandbox/container/engine.py`): removed at
+    # `close`, when an interrupt left them behind.
+    containers: LiveContainers = field(default_factory=LiveContainers)
     # On an xdist worker that shares no directory with the controller (`run/hosts.py`): where
     # each `--llm-record` recording also goes.
     forward_recording: Callable[[str, bytes], None] | None = None
@@ -156,6 +160,7 @@ class RunState:
                 self.runtime.run(self.pool.aclose())
         finally:
             self.runtime.close()
+            self.containers.remove_all()
 
 
 STATE_KEY = pytest.StashKey[RunState]()

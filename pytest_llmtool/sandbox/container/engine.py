@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
 import shutil
-import socket
+import subprocess
 import tarfile
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -23,12 +25,21 @@ from pathlib import Path, PurePosixPath
 
 from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.container import ContainerUnavailable
+from pytest_llmtool.sandbox.container.owners import mark, owner
+from pytest_llmtool.sandbox.process import TRUNCATED
 
 LABEL = "io.pytest-llmtool"  # every container we start carries it ("1")
 RUN_LABEL = f"{LABEL}.run"  # the run's id
 OWNER_LABEL = f"{LABEL}.owner"  # host:pid:start-time of the process that started it
 ENGINES = ("docker", "podman")
 KILL_GRACE_SECONDS = 5
+# What the CLIs say when no daemon answers where they point.
+UNREACHABLE = (
+    "Cannot connect",
+    "Is the docker daemon running",
+    "error during connect",
+    "unable to connect to Podman",
+)
 
 
 @dataclass(frozen=True)
@@ -50,23 +61,13 @@ class ContainerSpec:
     user: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     # Engine flags that apply resource limits (`--cpus`, `--memory`, ...): `limits.py`'s
-    # `container_flags` makes them, and says how each was enforced.
+    # `container_limits` makes them, and says how each is enforced.
     limit_flags: tuple[str, ...] = ()
     run_id: str = ""
-
-
-def owner() -> str:
-    """This process as a container's owner label: host, pid and the pid's start time (so a
-    reused pid is not taken for a living owner)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
-
-
-def process_start(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22, after the command's parentheses
+    hostname: str | None = None
+    # Host directories bound read-only into the container, (host path, container path): an
+    # agent CLI's route to the model endpoint (`agents/installed/in_container.py`).
+    mounts: tuple[tuple[str, str], ...] = ()
 
 
 class Engine:
@@ -75,6 +76,8 @@ class Engine:
     def __init__(self, cli: str, name: str) -> None:
         self.cli = cli
         self.name = name  # "docker" or "podman"
+        self._described: dict[str, str] = {}
+        self._noted: set[str] = set()
 
     @staticmethod
     @cache
@@ -105,9 +108,12 @@ class Engine:
         stdin: bytes | None = None,
         timeout: float | None = None,
         check: bool = True,
+        max_output: int | None = None,
     ) -> tuple[int, bytes, bytes]:
         """Run the CLI; (exit code, stdout, stderr). A CLI that cannot start, or (`check`) one
-        that fails, raises `SandboxError` with its stderr."""
+        that fails, raises `SandboxError` with its stderr. With `max_output`, each stream keeps
+        that many bytes and the rest is read and dropped (a command printing without end
+        cannot fill our memory before its timeout)."""
         try:
             proc = await asyncio.create_subprocess_exec(
                 self.cli,
@@ -118,9 +124,18 @@ class Engine:
             )
         except OSError as exc:
             raise ContainerUnavailable(f"cannot run {self.cli}: {exc}") from exc
+        assert proc.stdout is not None and proc.stderr is not None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+            out, err, _ = await asyncio.wait_for(
+                asyncio.gather(
+                    _read(proc.stdout, max_output),
+                    _read(proc.stderr, max_output),
+                    _feed(proc, stdin),
+                ),
+                timeout,
+            )
+            await proc.wait()
+        except (TimeoutError, asyncio.CancelledError):
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
@@ -130,9 +145,41 @@ class Engine:
             raise _failure(self, args, err)
         return code, out, err
 
-    async def start(self, spec: ContainerSpec) -> Container:
-        """A running container of `spec.image` that does nothing until exec'd into."""
-        args = ["run", "-d", "--init", "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner()}"]
+    async def describe(self) -> str:
+        """The engine as the run's record names it: `docker 28.2.2 (server 20.10.24)`, or
+        `podman 4.3.1 (local)` for Podman without a service. Asked once per endpoint; a
+        daemon that does not answer is `ContainerUnavailable`."""
+        key = self.endpoint()
+        if key not in self._described:
+            code, out, err = await self.call("version", "--format", "{{json .}}", check=False)
+            try:
+                versions = json.loads(out.decode().splitlines()[0]) if code == 0 else {}
+            except (ValueError, IndexError):
+                versions = {}
+            client = (versions.get("Client") or {}).get("Version")
+            server = (versions.get("Server") or {}).get("Version")
+            if not client or (not server and self.name != "podman"):
+                raise _failure(self, ("version",), err, unavailable=True)
+            where = f"server {server}" if server else "local"
+            self._described[key] = f"{self.name} {client} ({where})"
+        return self._described[key]
+
+    async def start(self, spec: ContainerSpec, live: LiveContainers | None = None) -> Container:
+        """A running container of `spec.image` that does nothing until exec'd into; noted in
+        `live` (the run's registry) until it is removed."""
+        name = f"llmtool-{uuid.uuid4().hex[:16]}"
+        args = [
+            "run",
+            "-d",
+            "--init",
+            "--pull=never",  # an absent image is an error, never fetched
+            "--name",
+            name,
+            "--label",
+            f"{LABEL}=1",
+            "--label",
+            f"{OWNER_LABEL}={owner()}",
+        ]
         if spec.run_id:
             args += ["--label", f"{RUN_LABEL}={spec.run_id}"]
         args += ["--network", spec.network, *spec.limit_flags]
@@ -140,12 +187,29 @@ class Engine:
             args += ["--workdir", spec.workdir]
         if spec.user:
             args += ["--user", spec.user]
+        if spec.hostname:
+            args += ["--hostname", spec.hostname]
         for key, value in spec.env.items():
             args += ["--env", f"{key}={value}"]
+        for source, target in spec.mounts:
+            args += ["--mount", f"type=bind,source={source},target={target},readonly"]
         # Harbor's compose files keep the image's entrypoint and run `sleep infinity`.
         args += [spec.image, "sh", "-c", "sleep infinity"]
-        _, out, _ = await self.call(*args)
-        return Container(self, out.decode().strip(), spec)
+        if self.endpoint() not in self._noted:  # before the container: a SIGKILL may follow
+            mark(self.cli)
+            self._noted.add(self.endpoint())
+        # Known by its name until the engine says its id: `run` creates, then starts, and a
+        # start that fails (or is cut short) leaves a created container behind.
+        container = Container(self, name, spec, live)
+        if live is not None:
+            live.add(container)
+        try:
+            _, out, _ = await self.call(*args)
+        except BaseException:
+            await asyncio.shield(container.remove())
+            raise
+        container.id = out.decode().strip()
+        return container
 
     async def remove(self, container_ids: Sequence[str]) -> None:
         if container_ids:
@@ -155,11 +219,18 @@ class Engine:
 class Container:
     """One started container: commands run in it by `exec`, files go in and out as tar."""
 
-    def __init__(self, engine: Engine, container_id: str, spec: ContainerSpec) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        container_id: str,
+        spec: ContainerSpec,
+        live: LiveContainers | None = None,
+    ) -> None:
         self.engine = engine
         self.id = container_id
         self.spec = spec
         self.removed = False
+        self._live = live
 
     async def exec(
         self,
@@ -170,6 +241,7 @@ class Container:
         workdir: str | None = None,
         stdin: bytes | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> ExecResult:
         """Run `script` in the container's bash (sh where the image has no bash). With a
         timeout, the command is killed inside the container (coreutils' or busybox's
@@ -183,20 +255,24 @@ class Container:
             args += ["--env", f"{key}={value}"]
         limit = "" if timeout is None else str(max(1, round(timeout)))
         wrapper = (
-            'S=sh; command -v bash >/dev/null 2>&1 && S=bash; '
+            "S=sh; command -v bash >/dev/null 2>&1 && S=bash; "
             'if [ -n "$1" ] && command -v timeout >/dev/null 2>&1; then '
             f'exec timeout -k {KILL_GRACE_SECONDS} "$1" "$S" -c "$2"; fi; exec "$S" -c "$2"'
         )
         args += [self.id, "sh", "-c", wrapper, "sh", limit, script]
         wait = None if timeout is None else timeout + KILL_GRACE_SECONDS + 10
         try:
-            code, out, err = await self.engine.call(*args, stdin=stdin, timeout=wait, check=False)
-        except asyncio.TimeoutError:
+            code, out, err = await self.engine.call(
+                *args, stdin=stdin, timeout=wait, check=False, max_output=max_output
+            )
+        except TimeoutError:
             return ExecResult(124, "", f"timed out after {timeout:g} s", timed_out=True)
         if code in (125, 126) and not out and _engine_error(err):
             raise _failure(self.engine, args[:1], err)
         timed_out = timeout is not None and code in (124, 137)
-        return ExecResult(code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out)
+        return ExecResult(
+            code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out
+        )
 
     async def put(self, files: Mapping[str, bytes | Path], dest: str = "/") -> None:
         """Write `files` (path relative to `dest` -> bytes, or a host file or directory) into
@@ -240,6 +316,67 @@ class Container:
         if not self.removed:
             self.removed = True
             await self.engine.remove([self.id])
+            if self._live is not None:
+                self._live.discard(self)
+
+
+class LiveContainers:
+    """The containers a run's process has started and not yet removed: what an interrupted
+    run (SIGINT, or SIGTERM turned into it by `run/signals.py`) removes as it unconfigures,
+    when the event loop that would have removed them is gone. One per run (`RunState`), not
+    per process: a pytester run inside a run removes only its own."""
+
+    def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex[:12]
+        self._live: set[Container] = set()
+
+    def add(self, container: Container) -> None:
+        self._live.add(container)
+
+    def discard(self, container: Container) -> None:
+        self._live.discard(container)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def remove_all(self, timeout: float = 60.0) -> None:
+        """Remove every container still live, synchronously (no event loop needed)."""
+        by_engine: dict[str, list[Container]] = {}
+        for container in self._live:
+            by_engine.setdefault(container.engine.cli, []).append(container)
+        self._live.clear()
+        for cli, containers in by_engine.items():
+            for container in containers:
+                container.removed = True
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(
+                    [cli, "rm", "-f", "-v", *(c.id for c in containers)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                )
+
+
+async def _read(stream: asyncio.StreamReader, limit: int | None) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(65536):
+        if limit is None or size < limit:
+            chunks.append(chunk if limit is None else chunk[: limit - size])
+        size += len(chunk)
+    data = b"".join(chunks)
+    return data + TRUNCATED.encode() if limit is not None and size > limit else data
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    if proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            proc.stdin.write(data)
+            await proc.stdin.drain()
+        proc.stdin.close()
 
 
 def _engine_error(err: bytes) -> bool:
@@ -249,10 +386,12 @@ def _engine_error(err: bytes) -> bool:
     )
 
 
-def _failure(engine: Engine, args: Sequence[str], err: bytes) -> SandboxError:
+def _failure(
+    engine: Engine, args: Sequence[str], err: bytes, *, unavailable: bool = False
+) -> SandboxError:
     text = err.decode(errors="replace").strip()
     tail = "\n".join(text.splitlines()[-10:]) or "(no output)"
-    if "Cannot connect" in text or "Is the docker daemon running" in text:
+    if unavailable or any(s in text for s in UNREACHABLE):
         return ContainerUnavailable(
             f"the {engine.name} daemon does not answer at {engine.endpoint()}: {tail}"
         )

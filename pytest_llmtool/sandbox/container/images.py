@@ -5,6 +5,8 @@ An image built from a directory is tagged by a digest of its build context
 finds it by tag and builds nothing; a lock file under the run's shared directory makes
 concurrent workers wait for one build instead of racing. Builds run with `--rm --force-rm`:
 a failed step leaves no container behind. A failed build is `BuildFailed`, with the log's tail.
+Nothing is pulled: an image to start, and each image a Dockerfile builds `FROM`, must be
+present already (the engine would otherwise pull an absent `FROM` image during the build).
 """
 
 from __future__ import annotations
@@ -51,9 +53,7 @@ def tag_for(name: str, context: Path) -> str:
 
 
 async def image_id(engine: Engine, ref: str) -> str | None:
-    code, out, _ = await engine.call(
-        "image", "inspect", "--format", "{{.Id}}", ref, check=False
-    )
+    code, out, _ = await engine.call("image", "inspect", "--format", "{{.Id}}", ref, check=False)
     return out.decode().strip() if code == 0 else None
 
 
@@ -68,9 +68,12 @@ async def ensure_image(
     name: str = "task",
     timeout: float = 600.0,
     lock_dir: Path | None = None,
+    network: str | None = None,
 ) -> ImageRef:
     """The image to start: `image` as given (it must be present: nothing is pulled), or
-    the one built from `context` (its `Dockerfile`), built only when its tag is absent."""
+    the one built from `context` (its `Dockerfile`), built only when its tag is absent;
+    its RUN steps on `network` (`none` for a build that needs nothing from outside), else
+    on the engine's default."""
     if context is None:
         if image is None:
             raise BuildFailed("neither a build context nor an image was given")
@@ -91,19 +94,60 @@ async def ensure_image(
             found = await image_id(engine, tag)
             if found is not None:
                 return ImageRef(tag, found, built=False)
-            await _build(engine, context, tag, timeout)
+            await _build(engine, context, tag, timeout, network)
         found = await image_id(engine, tag)
         if found is None:
             raise BuildFailed(f"{engine.name} built {tag} but cannot find it")
         return ImageRef(tag, found, built=True)
 
 
-async def _build(engine: Engine, context: Path, tag: str, timeout: float) -> None:
+def base_images(dockerfile: str) -> list[str]:
+    """The images a Dockerfile builds `FROM`: not `scratch`, not an earlier stage, and not
+    one named by a build argument (which only the build resolves)."""
+    stages: set[str] = set()
+    bases: list[str] = []
+    for line in dockerfile.splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        args = [w for w in words[1:] if not w.startswith("--")]
+        if not args:
+            continue
+        if len(args) >= 3 and args[1].upper() == "AS":
+            stages.add(args[2].lower())
+        image = args[0]
+        if image != "scratch" and "$" not in image and image.lower() not in stages:
+            bases.append(image)
+    return bases
+
+
+async def _build(
+    engine: Engine, context: Path, tag: str, timeout: float, network: str | None
+) -> None:
+    dockerfile = context / "Dockerfile"
+    try:
+        bases = base_images(dockerfile.read_text(encoding="utf-8", errors="replace"))
+    except OSError as exc:
+        raise BuildFailed(f"cannot read {dockerfile}: {exc}") from exc
+    for base in bases:
+        if await image_id(engine, base) is None:
+            raise BuildFailed(
+                f"{dockerfile} builds FROM {base}, which is not present on "
+                f"{engine.endpoint()} and is not pulled (build or `docker load` it first)"
+            )
     try:
         code, out, err = await engine.call(
-            "build", "--rm", "--force-rm", "-t", tag, str(context), timeout=timeout, check=False
+            "build",
+            "--rm",
+            "--force-rm",
+            *(["--network", network] if network else []),
+            "-t",
+            tag,
+            str(context),
+            timeout=timeout,
+            check=False,
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise BuildFailed(f"building {context} took longer than {timeout:g} s") from None
     if code != 0:
         log = (out + err).decode(errors="replace").strip().splitlines()
