@@ -162,6 +162,9 @@ class Route:
     relay: tuple[str, ...] = ()
     visible: tuple[str, ...] = ()
     urls: dict[str, str] = field(default_factory=dict)
+    # The relay's pairs: each proxy's Unix socket and the sandbox's port that leads to it (a
+    # container runs a relay of its own over them).
+    sockets: tuple[tuple[str, int], ...] = ()
 
     def wrap(self, argv: list[str]) -> list[str]:
         """The CLI's argv as it runs in the jail: the relay's child, where there is one."""
@@ -182,12 +185,16 @@ async def route(
     headers: Mapping[str, str] | None = None,
     contained: bool = False,
     also: Sequence[str] = (),
+    directory: str | None = None,
 ) -> AsyncIterator[Route]:
     """The route to `base_url` for one run of a CLI speaking `protocol`, the real `api_key`
     and `headers` added on the way. `contained`: the CLI runs in a jail with no network of
     its own, so the route is its only way out ("endpoint"); otherwise "host". `also`: other
     URLs the CLI must reach (an MCP server over HTTP), passed on as they are, unrecorded;
-    `Route.urls` says where the CLI finds each."""
+    `Route.urls` says where the CLI finds each. `directory`: where a contained route's
+    sockets go (the caller's, already bound into a container, which may run as any user:
+    the sockets are open to all, the directory's parent keeps the host's other users out),
+    instead of a private directory of its own."""
     target = _http_url(base_url)
     placeholder = PLACEHOLDER_PREFIX + secrets.token_hex(16)
     served: list[ServedCall] = []
@@ -202,8 +209,9 @@ async def route(
             base = f"http://127.0.0.1:{port}{prefix}"
             yield Route(base, placeholder, True, "host", served, urls={u: u for u in also})
             return
-        private = _private_directory()
-        stack.callback(shutil.rmtree, private, ignore_errors=True)
+        private = directory or _private_directory()
+        if directory is None:
+            stack.callback(shutil.rmtree, private, ignore_errors=True)
         # Each URL's proxy, its socket and the jail's port that leads to it.
         ways = [(proxy, "endpoint", base_url)]
         ways += [
@@ -213,9 +221,13 @@ async def route(
         pairs, urls = [], {}
         for (passer, name, url), port in zip(ways, ports, strict=True):
             path = os.path.join(private, name)
+            if directory is not None:
+                stack.callback(_unlink, path)
             await stack.enter_async_context(
                 await asyncio.start_unix_server(passer.serve, path=path)
             )
+            if directory is not None:
+                os.chmod(path, 0o666)
             await stack.enter_async_context(passer)
             pairs += [path, str(port)]
             shown = urlsplit(url)._replace(scheme="http", netloc=f"127.0.0.1:{port}")
@@ -229,7 +241,13 @@ async def route(
             relay=(sys.executable, "-I", "-S", "-c", RELAY, *pairs, "--"),
             visible=(private,),
             urls={u: urls[u] for u in also},
+            sockets=tuple(zip(pairs[::2], ports, strict=True)),
         )
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def _http_url(url: str) -> SplitResult:

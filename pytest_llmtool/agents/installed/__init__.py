@@ -1,6 +1,6 @@
 """Agent CLIs as the agent (`--llm-agent`): one module per CLI, as Harbor's
 `agents/installed/` has them, each an `InstalledAgent` (`base.py`); `runner.py` runs any of
-them the same way."""
+them the same way, and `in_container.py` inside a task's container."""
 
 from __future__ import annotations
 

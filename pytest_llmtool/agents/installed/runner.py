@@ -242,9 +242,27 @@ async def run_cli(
             network=way.share_network,
         )
     reading = agent.completed(agent.read(result.stdout, result.stderr), home)
+    return finished(agent, result, reading, way, endpoint, version, timeout, price, started)
+
+
+def finished(
+    agent: InstalledAgent,
+    result: ShellResult,
+    reading: Reading,
+    way: Route,
+    endpoint: Endpoint,
+    version: str | None,
+    timeout: float,
+    price: Price | None,
+    started: float,
+) -> CliRun:
+    """The run of a CLI that has exited, wherever it ran (the jail, a container): an
+    `AgentCliError` unless it is one to grade (`_ended`), else its trace with the endpoint's
+    figures, `started` (the loop's time) to now as its duration."""
     _ended(agent, result, reading, way, timeout, [endpoint.api_key, *endpoint.headers.values()])
     trace = _traced(agent, reading, way, version, result.exit_code, result.timed_out, price)
-    trace = trace.model_copy(update={"duration_ms": round((loop.time() - started) * 1000)})
+    elapsed = asyncio.get_running_loop().time() - started
+    trace = trace.model_copy(update={"duration_ms": round(elapsed * 1000)})
     notes = tuple(_claims(agent, reading, way))
     return CliRun(trace, reading, result.stdout, result.stderr, notes, tuple(way.served))
 
