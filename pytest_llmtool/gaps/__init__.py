@@ -20,7 +20,9 @@ for all models" with a cause attached. A gap that is the sandbox's own refusal (
 saying a module is disabled, an option or feature not supported or not implemented, a
 command not available in the sandbox) is a tool gap whatever the models did, and is named
 so (`bashkit python3: module re disabled`). Replaying recorded runs (`gaps/replay.py`) gives
-each gap's calls then and now; `compare` reads which gaps are fixed.
+each gap's calls then and now; `compare` reads which gaps are fixed. Under
+`--llm-bash=bashkit,container` each failed bashkit attempt was replayed in a container as it
+ran (`kinds/bash/real_shell.py`); `attributions` reads whose failure each was.
 
 Pure functions over results; nothing here runs a sandbox.
 """
@@ -624,9 +626,22 @@ class ReplayReport(BaseModel):
         return [g.key for g in self.gaps if g.status == "changed"]
 
 
+class Attribution(BaseModel):
+    """A bash task attempt that failed in bashkit, its calls replayed in a fresh container
+    (`--llm-bash=bashkit,container`, `kinds/bash/real_shell.py`): `bashkit` when they pass
+    there (a gap of the emulator), `model` (★) when they fail there too."""
+
+    task: str
+    model: str
+    trial: int = 0
+    cause: Literal["bashkit", "model"]
+    detail: str
+
+
 class GapReport(BaseModel):
     """`gaps.json`: the failed tool calls of a run (or of recorded runs), classified, grouped
-    and ranked; with a replay, the same calls then and now."""
+    and ranked; with a replay, the same calls then and now; with `--llm-bash=bashkit,container`,
+    each failed bashkit attempt attributed to bashkit or to the model."""
 
     schema_version: int = GAPS_SCHEMA_VERSION
     bashkit: str | None = None
@@ -637,6 +652,7 @@ class GapReport(BaseModel):
     gaps: list[Gap] = Field(default_factory=list)
     likely_tool_gaps: list[LikelyToolGap] = Field(default_factory=list)
     replay: ReplayReport | None = None
+    attribution: list[Attribution] = Field(default_factory=list)
 
 
 # --- grouping and ranking ----------------------------------------------------------------------
@@ -669,11 +685,12 @@ def report_attempts(report: EvalReport) -> list[Attempt]:
     so the gap report does not depend on which worker finished first."""
     attempts = [
         Attempt(
-            task_of(r.nodeid) + _mode_suffix(r),
+            task_of(r.nodeid) + _mode_suffix(r) + ("" if r.shell == "bashkit" else f"[{r.shell}]"),
             r.model,
             r.passed,
             r.trace.tool_calls,
             (r.nodeid, r.trial),
+            sandbox=r.shell,
         )
         for r in report.results
     ]
@@ -797,11 +814,28 @@ def build_gaps(
 
 def report_gaps(report: EvalReport) -> GapReport:
     """The gap report of one run."""
-    return build_gaps(
+    gaps = build_gaps(
         report_attempts(report),
         [m.name for m in report.metadata.models],
         report.metadata.bashkit,
     )
+    gaps.attribution = attributions(report)
+    return gaps
+
+
+def attributions(report: EvalReport) -> list[Attribution]:
+    """The failed bashkit attempts that were replayed in a container, by node id and trial."""
+    replayed = [r for r in report.results if r.real_shell_passed is not None]
+    return [
+        Attribution(
+            task=task_of(r.nodeid),
+            model=r.model,
+            trial=r.trial,
+            cause="bashkit" if r.real_shell_passed else "model",
+            detail=r.real_shell_detail or "",
+        )
+        for r in sorted(replayed, key=lambda r: (r.nodeid, r.trial))
+    ]
 
 
 class ReplayError(Exception):

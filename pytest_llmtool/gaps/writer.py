@@ -103,7 +103,34 @@ def markdown(report: GapReport) -> str:
             lines += _example_lines(i, gap)
     if report.replay is not None:
         lines += replay_lines(report.replay)
+    if report.attribution:
+        lines += attribution_lines(report)
     return "\n".join(lines)
+
+
+def attribution_lines(report: GapReport) -> list[str]:
+    """Each bashkit failure replayed in a container: bashkit's gap, or the model's (★)."""
+    ours = sum(a.cause == "bashkit" for a in report.attribution)
+    lines = [
+        "## bashkit or the model",
+        "",
+        "Each bash task attempt that failed in bashkit, its tool calls replayed as recorded "
+        "in a fresh container (real bash, `--llm-bash=bashkit,container`) and scored by the "
+        "same checks: passing there makes the failure bashkit's; failing there too, the "
+        f"model's (★). {ours} of {len(report.attribution)} are bashkit's.",
+        "",
+    ]
+    rows = [
+        [
+            Code(a.task),
+            text(a.model),
+            str(a.trial),
+            "bashkit gap" if a.cause == "bashkit" else "★ model",
+            text(a.detail),
+        ]
+        for a in report.attribution
+    ]
+    return [*lines, *table(["Task", "Model", "Trial", "Cause", "In the container"], rows), ""]
 
 
 def _likely(gap: Gap) -> str:
@@ -202,6 +229,12 @@ def terminal_line(report: GapReport, paths: Sequence[Path]) -> str:
         )
         if report.likely_tool_gaps:
             said += f"; likely tool gaps in {count(len(report.likely_tool_gaps), 'task')}"
+    if report.attribution:
+        ours = sum(a.cause == "bashkit" for a in report.attribution)
+        said += (
+            f"; bashkit failures replayed in a container: {ours} bashkit's, "
+            f"{len(report.attribution) - ours} the model's ★"
+        )
     replay = report.replay
     if replay is not None:
         said += (

@@ -54,6 +54,8 @@ def run_identity(settings: Settings) -> dict[str, Any]:
         "model_ids": [f"{m.provider}:{m.model_id}" for m in settings.models],
         "trials": settings.trials,
         "max_turns": settings.max_turns,
+        # --llm-bash: None for bashkit alone, as journals from before the option read.
+        "bash": None if settings.bash == ("bashkit",) else list(settings.bash),
     }
 
 

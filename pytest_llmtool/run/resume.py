@@ -58,6 +58,7 @@ IDENTITY_NAMES = {
     "model_ids": "models (as resolved)",
     "trials": "--llm-trials",
     "max_turns": "--llm-max-turns",
+    "bash": "--llm-bash",
 }
 
 

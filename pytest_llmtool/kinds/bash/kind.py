@@ -34,11 +34,23 @@ from pytest_llmtool.kinds.bash.load import (
 )
 from pytest_llmtool.kinds.bash.phases import (
     GENERATE_SECONDS,
+    GENERATE_SYSTEM,
+    Shell,
     generate,
     no_script,
     run_setup,
     run_verify,
 )
+from pytest_llmtool.kinds.bash.real_shell import (
+    BASHKIT,
+    CONTAINER,
+    WHERE,
+    replay_in_container,
+    shell_kind,
+    shell_tool,
+    start_shell,
+)
+from pytest_llmtool.kinds.bash.real_shell import GENERATE_SYSTEM as GENERATE_REAL
 from pytest_llmtool.kinds.bash.scripting import ScriptingSession
 from pytest_llmtool.kinds.bash.solutions import SUFFIX as SOLUTIONS
 from pytest_llmtool.kinds.bash.solutions import Solutions, is_solutions_file
@@ -55,6 +67,7 @@ from pytest_llmtool.records import (
     ToolSpec,
 )
 from pytest_llmtool.report import fragments
+from pytest_llmtool.sandbox import SandboxError
 from pytest_llmtool.sandbox.vfs import CALL_TIMEOUT_SECONDS, VfsSandbox, bash_tool
 
 if TYPE_CHECKING:
@@ -191,10 +204,14 @@ class BashKind(Kind[Task, TaskResult]):
         return work.category
 
     def labels(self, work: Task, state: RunState) -> list[tuple[str, Any]]:
-        """A scripting-tool task runs once per `--llm-tool-mode`, named after it."""
-        if work.tools is None:
-            return [("", None)]
-        return [(mode, mode) for mode in state.settings.tool_modes]
+        """A scripting-tool task runs once per `--llm-tool-mode`, named after it; any other
+        once per `--llm-bash` shell, named after it when there are two."""
+        if work.tools is not None:
+            return [(mode, mode) for mode in state.settings.tool_modes]
+        shells = state.settings.bash
+        if len(shells) == 1:
+            return [("", shells[0])]
+        return [(shell_kind(shell), shell) for shell in shells]
 
     def markers(
         self, work: Task, state: RunState, config: pytest.Config
@@ -206,28 +223,76 @@ class BashKind(Kind[Task, TaskResult]):
         ]
 
     def skip_reason(self, work: Task, model: ModelSpec, state: RunState) -> str | None:
+        if work.tools is not None and BASHKIT not in state.settings.bash:
+            return (
+                "a scripting-tool task's mock tools are bashkit builtins: it runs only under "
+                "--llm-bash=bashkit"
+            )
         # A scripting-tool task's solution gives both modes or none: either mode can stand in.
         return model.skip_reason(NamedWork(work.id, work.steps()))
 
     async def run(self, item: LlmItem, state: RunState) -> TaskResult:
         task: Task = item.work
-        mode: ToolMode | None = item.variant.detail
+        timeout = GENERATE_SECONDS if task.mode == "generate" else CALL_TIMEOUT_SECONDS
+        shell: str = BASHKIT if task.tools is not None else item.variant.detail or BASHKIT
+        if shell != BASHKIT:
+            tool, system = shell_tool()
+            container = await start_shell(task, shell, state, timeout)
+            try:
+                result = await self._attempt(
+                    item, state, container, [tool], system, None, GENERATE_REAL, WHERE
+                )
+            finally:
+                await container.release()
+            return result.model_copy(update={"shell": CONTAINER, "container": container.info()})
+        mode: ToolMode | None = item.variant.detail if task.tools is not None else None
         session = ScriptingSession(task, mode) if mode is not None else None
-        tools: list[ToolSpec]
-        generated: GenerateMetrics | None = None
         if session is not None:
             sandbox, tools, default_system = session.sandbox, session.tools, session.system
         else:
             tool, default_system = bash_tool()
-            timeout = GENERATE_SECONDS if task.mode == "generate" else CALL_TIMEOUT_SECONDS
             sandbox = VfsSandbox(task.files, timeout_seconds=timeout, pool=state.bash_pool)
             tools = [tool]
+        result = await self._attempt(item, state, sandbox, tools, default_system, session)
+        sandbox.release()  # only here: a task that raised may have left a command running
+        container_shell = next((s for s in state.settings.bash if s != BASHKIT), None)
+        if container_shell is None or session is not None or not _replayable(task, result):
+            return result
+        try:
+            passed, detail = await replay_in_container(
+                task, result.trace, container_shell, state, timeout
+            )
+        except SandboxError as exc:  # the attempt stands; only its attribution is missing
+            return result.model_copy(update={"real_shell_detail": f"not replayed: {exc}"})
+        return result.model_copy(update={"real_shell_passed": passed, "real_shell_detail": detail})
+
+    async def _attempt(
+        self,
+        item: LlmItem,
+        state: RunState,
+        sandbox: Shell,
+        tools: list[ToolSpec],
+        default_system: str,
+        session: ScriptingSession | None,
+        generate_system: str = GENERATE_SYSTEM,
+        where: str = "this bashkit sandbox",
+    ) -> TaskResult:
+        """One attempt in `sandbox`: setup, the agent (or generate mode's one script), verify,
+        the checks and the judge."""
+        task: Task = item.work
+        mode = session.mode if session is not None else None
+        generated: GenerateMetrics | None = None
         if task.setup:
-            await run_setup(sandbox, task.setup)
+            await run_setup(sandbox, task.setup, where)
         agent = item.model.create(NamedWork(task.id, task.steps(mode)), item.trial)
         if task.mode == "generate":
             trace, generated = await generate(
-                agent, sandbox, task, price=item.model.price, budget=state.budget
+                agent,
+                sandbox,
+                task,
+                price=item.model.price,
+                budget=state.budget,
+                system=generate_system,
             )
         else:
             trace = await run_agent_loop(
@@ -257,7 +322,6 @@ class BashKind(Kind[Task, TaskResult]):
                 except BudgetExhausted as exc:
                     exc.partial = trace  # the agent's run, kept though it was not judged
                     raise
-        sandbox.release()  # only here: a task that raised may have left a command running
         return TaskResult(
             nodeid=item.nodeid,
             task_id=task.id,
@@ -416,6 +480,18 @@ async def _judge_checks(
             weight=weight,
         )
     return TaskScore.of(score.task_id, results), calls
+
+
+def _replayable(task: Task, result: TaskResult) -> bool:
+    """Whether a bashkit attempt's failure can be put to the real shell: a check other than
+    the judge's failed, on calls that ran (a generate reply without a script has none)."""
+    if result.generate is not None and not result.generate.script_found:
+        return False
+    checks = task.checks()
+    return any(
+        not r.passed and check.kind != "llm_judge"
+        for r, (check, _) in zip(result.score.results, checks, strict=True)
+    )
 
 
 def _ended(trace: AgentTrace) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pytest_llmtool.agents.base import Agent, ChatRequest
 from pytest_llmtool.agents.loop import metered_chat, stop_of
@@ -32,8 +32,7 @@ from pytest_llmtool.records import (
     TaskScore,
     TextBlock,
 )
-from pytest_llmtool.sandbox import SandboxError
-from pytest_llmtool.sandbox.vfs import VfsSandbox
+from pytest_llmtool.sandbox import Sandbox, SandboxError
 
 if TYPE_CHECKING:
     from pytest_llmtool.agents.budget import Budget
@@ -53,22 +52,24 @@ _NOT_FOUND = re.compile(r"(?:^|\n)(?:bash: )?(?:line \d+: )?([^\s:]+): command n
 _SHELLS = frozenset({"bash", "sh", "shell"})
 
 
-async def run_setup(sandbox: VfsSandbox, script: str) -> None:
+class Shell(Sandbox, Protocol):
+    """Where a task's phases run: bashkit's sandbox or a container's (`real_shell.py`)."""
+
+    def fresh_shell(self) -> Shell: ...
+
+
+async def run_setup(sandbox: Sandbox, script: str, where: str = "this bashkit sandbox") -> None:
     """Run the task's setup; `SandboxError` (an infrastructure error) when it fails."""
     done = await sandbox.run(f"(\nset -e\n{script}\n)")
     if done.exit_code == 0:
         return
     missing = _NOT_FOUND.search(done.stderr)
-    lacks = (
-        f": it needs `{missing.group(1)}`, which this bashkit sandbox does not have"
-        if missing
-        else ""
-    )
+    lacks = f": it needs `{missing.group(1)}`, which {where} does not have" if missing else ""
     tail = "\n".join(done.stderr.strip().splitlines()[-5:]) or "(no stderr)"
     raise SandboxError(f"the task's setup failed (exit {done.exit_code}){lacks}\n{tail}")
 
 
-async def run_verify(sandbox: VfsSandbox, script: str) -> VfsSandbox:
+async def run_verify(sandbox: Shell, script: str) -> Shell:
     """Run the task's verify script in a fresh shell over the task's files; the sandbox the
     checks then read (it holds `/.eval/verify.out`)."""
     fresh = sandbox.fresh_shell()
@@ -114,18 +115,19 @@ def no_script(score: TaskScore) -> TaskScore:
 
 async def generate(
     agent: Agent,
-    sandbox: VfsSandbox,
+    sandbox: Sandbox,
     task: Task,
     *,
     price: Price | None = None,
     budget: Budget | None = None,
+    system: str = GENERATE_SYSTEM,
 ) -> tuple[AgentTrace, GenerateMetrics]:
     """One provider call with no tools, its script run once (`GENERATE_SECONDS`, then exit
     124): the trace holds the call and the run as one tool call, scored like any."""
     prompt = Message(role="user", content=[TextBlock(text=task.prompt)])
     trace = RunTrace(messages=[prompt])
     started = time.perf_counter()
-    request = ChatRequest(system=task.system or GENERATE_SYSTEM, messages=[prompt], tools=[])
+    request = ChatRequest(system=task.system or system, messages=[prompt], tools=[])
     response, call = await metered_chat(agent, request, number=1, price=price, budget=budget)
     generate_ms = (time.perf_counter() - started) * 1000
     trace.messages.append(response.message)
