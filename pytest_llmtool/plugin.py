@@ -38,10 +38,11 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_llmtool_kinds(config: pytest.Config) -> list[Kind[Any, Any]]:
     from pytest_llmtool.kinds.bash.kind import BashKind
+    from pytest_llmtool.kinds.harbor.kind import HarborKind
     from pytest_llmtool.kinds.optimization.kind import OptimizationKind
     from pytest_llmtool.kinds.scenario.kind import ScenarioKind
 
-    return [BashKind(), ScenarioKind(), OptimizationKind()]
+    return [BashKind(), ScenarioKind(), OptimizationKind(), HarborKind()]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -119,7 +120,10 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
     config = parent.config
     if not config.stash[ACTIVE_KEY]:
-        if file_path.suffix not in (".jsonl", ".yaml", ".yml"):
+        if file_path.suffix not in (".jsonl", ".yaml", ".yml") and file_path.name not in (
+            "task.toml",  # a Harbor task
+            "dataset.toml",
+        ):
             return None
         # pytest offers every file of a directory it enters, even one beside the file it was
         # asked for, and drops it after; such a file must not wake the plugin.

@@ -858,6 +858,14 @@ class TaskResult(ItemResult):
     scripting: ScriptingMetrics | None = None
     # Generate-mode tasks only.
     generate: GenerateMetrics | None = None
+    # Where it ran (`--llm-bash`): "bashkit", or "container" with the container's record.
+    shell: str = "bashkit"
+    container: ContainerInfo | None = None
+    # Under `--llm-bash=bashkit,container`, a failed bashkit attempt's tool calls replayed
+    # in a fresh container and scored by the same checks: True when they pass there (a
+    # bashkit gap), False when they fail there too (the model's); None: not replayed.
+    real_shell_passed: bool | None = None
+    real_shell_detail: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -1133,8 +1141,9 @@ class TrialSummary(BaseModel):
 
 class Comparison(BaseModel):
     """A paired comparison of `a` and `b` over the tasks both ran (`stats/compare.py`): two models,
-    two guidance documents of one model's scenarios, or the two tool modes (`scripted`,
-    `baseline`) of one model's scripting-tool tasks.
+    two guidance documents of one model's scenarios, the two tool modes (`scripted`,
+    `baseline`) of one model's scripting-tool tasks, or an agent variant of one model's Harbor
+    tasks and its base variant (`variant`; the score is the reward cut to [0, 1]).
 
     Per task, attempts are averaged (pass rate, score: the weighted check score of a bash
     task, the gates-passed ratio of a scenario); differences are `a - b`. McNemar counts a
@@ -1147,7 +1156,7 @@ class Comparison(BaseModel):
     power (None when there is none)."""
 
     kind: str
-    subject: Literal["model", "guidance", "tool_mode"]
+    subject: Literal["model", "guidance", "tool_mode", "variant"]
     a: str
     b: str
     model: str | None = None
@@ -1414,7 +1423,8 @@ class HarborResult(ItemResult):
     task_name: str  # task.toml's [task].name, else the directory's name
     category: str
     agent: str  # "oracle", "nop", "builtin", or an agent CLI's name
-    variant: str = ""
+    variant: str = ""  # --llm-harbor-variants: the variant's id ("" without variants)
+    variant_kind: Literal["base", "mcp", "skills"] | None = None
     reward_key: str = "reward"
     threshold: float = 1.0
     rewards: dict[str, float] | None = None
@@ -1433,6 +1443,11 @@ class HarborResult(ItemResult):
     container: ContainerInfo | None = None
     trace: AgentTrace | None = None
     duration_ms: int = 0
+    # The tail of the verifier's `test-stdout.txt` (the last step's), and the host directory
+    # the container's `/logs` was copied to (`logs/`; a multi-step task's earlier steps' under
+    # `steps/<name>/logs/`).
+    verifier_output: str | None = None
+    artifacts: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -1445,6 +1460,77 @@ class HarborResult(ItemResult):
     def passed(self) -> bool:
         reward = self.reward
         return reward is not None and reward >= self.threshold
+
+
+class HarborMetric(BaseModel):
+    """One reward key over a summary's items: its mean and 95% interval over tasks (each
+    task's attempts averaged first) among the items whose rewards hold it (`n`); `missing`
+    counts the graded items without it (no reward at all, or not that key), which Harbor's
+    own mean would count as 0 and this one leaves out. The interval is `wilson-cc` when every
+    value lies in [0, 1], else a t interval (`t`; rewards such as FormulaCode's advantages
+    are unbounded); None for a t interval below two tasks or without spread."""
+
+    n: int = 0
+    missing: int = 0
+    mean: float | None = None
+    interval: Interval | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+class HarborSummary(StopTally):
+    """One model's Harbor items (under one variant: keyed `model-variant` then): passes with
+    their interval over tasks, every reward key as a metric under its own name, graded
+    failures by reason, errors by type, tokens and cost (None when some item's are unknown,
+    never a partial sum read as the whole; `tokens_known` items had theirs), and the mean
+    time of each trial phase (`environment_setup`, `agent_setup`, `agent_execution`,
+    `verifier`) in milliseconds over the items that ran it."""
+
+    agent: str = ""
+    variant: str = ""
+    items: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+    pass_rate_ci: Interval | None = None
+    metrics: dict[str, HarborMetric] = Field(default_factory=dict)
+    # Why graded items failed: `RewardFileNotFoundError`, `below threshold`, `no reward key`...
+    failures: dict[str, int] = Field(default_factory=dict)
+    # Harbor's `exception_info` types of the graded items (`AgentTimeoutError`...), and
+    # `infrastructure` for the items that errored without a result (no image, no daemon).
+    errors: dict[str, int] = Field(default_factory=dict)
+    agent_timeouts: int = 0
+    input_tokens: int | None = None
+    cache_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    tokens_known: int = 0
+    phase_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class HarborVariantSummary(BaseModel):
+    """One model's Harbor items under one agent variant, aggregated as ot-harness reports a
+    variant (`kinds/harbor/variants.py`). A trial is `invalid` when the verifier gave no
+    reward (or the item errored before it), `partial` when its tokens or cost are unknown;
+    `pass_rate` and `mean_score` are over the trials that are not invalid; a tooling failure
+    is an item that errored (the container, the image, the agent's start). Means of tokens,
+    cost and wall time are over the trials that have them: None when none does, never 0."""
+
+    kind: Literal["base", "mcp", "skills"] = "base"
+    trial_count: int = 0
+    task_count: int = 0
+    passed: int = 0
+    pass_rate: float | None = None
+    pass_rate_ci: Interval | None = None
+    partial_rate: float = 0.0
+    invalid_rate: float = 0.0
+    tooling_failure_rate: float = 0.0
+    mean_score: float | None = None
+    mean_wall_time_seconds: float | None = None
+    median_wall_time_seconds: float | None = None
+    mean_tokens: float | None = None
+    mean_cost_usd: float | None = None
+    total_cost_usd: float | None = None
+    mean_tool_calls: float | None = None
 
 
 # The version of `report.json`'s format: raised when a field is removed or changes meaning
@@ -1497,6 +1583,8 @@ class RunMetadata(BaseModel):
     bashkit: str | None = None
     # The runtimes every bash task's sandbox offers, and what each one is.
     bashkit_runtimes: dict[str, str] = Field(default_factory=dict)
+    # Where bash tasks ran (`--llm-bash`): "bashkit", "container", "container:IMAGE".
+    bash_shells: list[str] = Field(default_factory=lambda: ["bashkit"])
     sdks: dict[str, str] = Field(default_factory=dict)
     models: list[ModelInfo]
     # The agent CLIs that drove the run's models (`--llm-agent`, a table entry's `agent`)
@@ -1679,6 +1767,12 @@ class EvalReport(BaseModel):
     # FC-Eval's run-level summary of the optimization tasks, by `agent:model`.
     optimization: OptimizationRunSummary | None = None
     harbor_results: Sequence[HarborResult] = Field(default_factory=list)
+    # Harbor tasks: per model (`model-variant` under a variant), passes, every reward key,
+    # failures by reason, errors, tokens, cost and phase times (`kinds/harbor/summary.py`).
+    harbor: dict[str, HarborSummary] = Field(default_factory=dict)
+    # With --llm-harbor-variants: model -> variant -> ot-harness's aggregates; each variant
+    # against the base is in `comparisons` (subject `variant`).
+    harbor_variants: dict[str, dict[str, HarborVariantSummary]] = Field(default_factory=dict)
     # Sections of kinds added by other plugins, by kind name.
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # With --llm-max-cost: the limit and the whole run's spend.

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_llmtool.agents.pricing import Price
     from pytest_llmtool.agents.registry import ModelRef
     from pytest_llmtool.agents.retry import RetryPolicy
+    from pytest_llmtool.inputs.harbor_variants import HarborVariant
     from pytest_llmtool.records import ModelParams, ToolMode
 
 
@@ -355,12 +356,45 @@ OPTIONS = (
         type="bool",
     ),
     OptionDef(
+        "llm_bash",
+        "SHELLS",
+        "bashkit",
+        "where bash tasks run: bashkit (its virtual shell), container (real bash in the "
+        "plugin's image; container:IMAGE in yours), or 'bashkit,container' to run both and "
+        "attribute each bashkit failure (--llm-gaps)",
+    ),
+    OptionDef(
         "llm_tool_mode",
         "MODES",
         "scripted",
         "how scripting-tool tasks (with mock `tools`) run: scripted (the mock tools are "
         "commands in the bash sandbox), baseline (each is its own model tool), or "
         "'scripted,baseline' to run and compare both",
+    ),
+    OptionDef(
+        "llm_harbor_variants",
+        "FILE",
+        "",
+        "a YAML list of agent variants every Harbor task runs under, each its own item "
+        "(task[model-variant]) compared paired with the base: {id, kind: base|mcp|skills, "
+        "skills_dir, mcp: {name, url|command, args}}",
+    ),
+    OptionDef(
+        "llm_reward_threshold",
+        "R",
+        "1.0",
+        "the reward a Harbor task's item must reach to pass (its `reward` key, or the one "
+        "its task.toml [metadata] llmtool_reward_key names); a task's own [metadata] "
+        "llmtool_threshold wins",
+        type="float",
+    ),
+    OptionDef(
+        "llm_harbor_jobs",
+        "DIR",
+        "",
+        "write each Harbor item's result as Harbor's trial result.json, under "
+        "DIR/<job>/<trial>/, and the job's result.json at the end, for tools that read "
+        "Harbor's jobs",
     ),
     OptionDef(
         "llm_resume",
@@ -551,6 +585,47 @@ def _tool_modes(config: pytest.Config) -> tuple[ToolMode, ...]:
     if len(set(names)) != len(names):
         raise pytest.UsageError(f"--llm-tool-mode: a mode is named twice in {names}")
     return tuple(m for m in TOOL_MODES if m in names)
+
+
+def _harbor_variants(config: pytest.Config, max_bytes: int) -> tuple[HarborVariant, ...]:
+    from pytest_llmtool.inputs.harbor_variants import VariantsError, read_variants
+
+    path = _path(config, "llm_harbor_variants")
+    if path is None:
+        return ()
+    try:
+        return read_variants(path, max_bytes)
+    except VariantsError as exc:
+        raise pytest.UsageError(f"--llm-harbor-variants: {exc}") from None
+
+
+def _reward_threshold(config: pytest.Config) -> float:
+    """Any finite number: Harbor's rewards are not bounded (FormulaCode's reach below 0)."""
+    text = _raw(config, "llm_reward_threshold")[0].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise pytest.UsageError(f"--llm-reward-threshold: expected a number, got {text!r}")
+    return value
+
+
+def _bash(config: pytest.Config) -> tuple[str, ...]:
+    """--llm-bash: bashkit, container[:IMAGE], or one of each (bashkit first)."""
+    names = _split(_raw(config, "llm_bash")[0])
+    wrong = [
+        n for n in names if n not in ("bashkit", "container") and not n.startswith("container:")
+    ]
+    wrong += [n for n in names if n == "container:"]
+    kinds = [n.partition(":")[0] for n in names]
+    if not names or wrong or len(set(kinds)) != len(kinds):
+        got = f"got {wrong[0]!r}" if wrong else f"got {','.join(names) or 'none'}"
+        raise pytest.UsageError(
+            "--llm-bash: expected bashkit, container, container:IMAGE, or bashkit and one "
+            f"container (comma-separated), {got}"
+        )
+    return tuple(sorted(names, key=lambda n: n != "bashkit"))
 
 
 def _gaps_from(config: pytest.Config, gaps: Path | None) -> tuple[Path, ...]:
@@ -769,6 +844,15 @@ class Settings:
     gaps_from: tuple[Path, ...] = ()
     # --llm-tool-mode: the modes scripting-tool tasks run in, each its own item.
     tool_modes: tuple[ToolMode, ...] = ("scripted",)
+    # --llm-bash: where bash tasks run, each its own item: "bashkit", "container" or
+    # "container:IMAGE".
+    bash: tuple[str, ...] = ("bashkit",)
+    # --llm-harbor-variants: the agent variants each Harbor task runs under (none: one run).
+    harbor_variants: tuple[HarborVariant, ...] = ()
+    # --llm-reward-threshold: the reward a Harbor item must reach (a task's own wins);
+    # --llm-harbor-jobs: where Harbor-shaped result.json files go.
+    reward_threshold: float = 1.0
+    harbor_jobs: Path | None = None
     # --llm-inspect-log: where the run goes as Inspect AI logs.
     inspect_log: Path | None = None
     # --llm-trajectories: where each item's trajectory goes as ATIF.
@@ -930,6 +1014,10 @@ class Settings:
             solutions=_path(config, "llm_solutions"),
             gaps_from=_gaps_from(config, _path(config, "llm_gaps")),
             tool_modes=_tool_modes(config),
+            bash=_bash(config),
+            harbor_variants=_harbor_variants(config, _size(config, "llm_max_yaml_bytes")),
+            reward_threshold=_reward_threshold(config),
+            harbor_jobs=_path(config, "llm_harbor_jobs"),
             inspect_log=_inspect_log(config),
             trajectories=_path(config, "llm_trajectories"),
             summary="full" if summary == "full" else "short",

@@ -27,6 +27,10 @@ def _draw_once() -> None:
 
 _draw_once()
 
+# The tests' data (Harbor task folders, datasets) is input for pytester runs, not items of
+# this suite: a `task.toml` there would otherwise be collected as a Harbor task.
+collect_ignore = ["data"]
+
 
 @pytest.fixture(autouse=True)
 def _summary_width(monkeypatch: pytest.MonkeyPatch) -> None:

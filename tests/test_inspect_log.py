@@ -34,6 +34,7 @@ from pytest_llmtool.records import (  # noqa: E402
     EvalReport,
     EvaluationResult,
     GateResult,
+    HarborResult,
     InteractionMetrics,
     LLMCallMetrics,
     Message,
@@ -51,6 +52,7 @@ from pytest_llmtool.records import (  # noqa: E402
 )
 from pytest_llmtool.report.inspect_log import InspectLogWriter, sample_key  # noqa: E402
 from pytest_llmtool.report.redact import Redactor  # noqa: E402
+from pytest_llmtool.stats.outcomes import outcomes  # noqa: E402
 
 
 def read_logs(directory: Path) -> dict[tuple[str, str], EvalLog]:
@@ -497,3 +499,48 @@ def test_a_generate_task_keeps_its_script_run_beside_the_reply(pytester: pytest.
     assert gen.metadata["generate"]["script_found"] is True
     [run] = gen.metadata["script_runs"]
     assert (run["commands"].strip(), run["stdout"], run["exit_code"]) == ("echo hi", "hi\n", 0)
+
+
+def test_harbor_trials_map_with_every_reward(tmp_path: Path) -> None:
+    """A Harbor trial is a sample: passed when its reward reached the threshold, every reward
+    key a score of its own; it also counts as an outcome (history, baseline, gate)."""
+    trace = AgentTrace(
+        messages=[Message(role="user", content=[TextBlock(text="Write /app/out.txt.")])],
+        llm_calls=_calls(40, 0.01),
+        turns=1,
+        natural_stop=True,
+    )
+    trial = HarborResult(
+        nodeid="tasks/hello/task.toml::hello[m]",
+        model="m",
+        task_id="hello",
+        task_name="org/hello",
+        category="demo",
+        agent="builtin",
+        rewards={"reward": 0.5, "style": 1.0},
+        reward_source="reward.json",
+        trace=trace,
+    )
+    report = _report("x")
+    report.results = []
+    report.harbor_results = [trial]
+    [path] = InspectLogWriter(tmp_path, Redactor({})).files(report, [], None)
+    [sample] = inspect_log.read_eval_log(str(path)).samples or []
+    assert (sample.id, sample.input, sample.target) == (
+        "hello",
+        "Write /app/out.txt.",
+        ["reward >= 1"],
+    )
+    assert sample.scores["reward"].value == "I"
+    assert sample.scores["reward"].explanation == "reward 0.5, needed at least 1"
+    assert (sample.scores["reward.reward"].value, sample.scores["reward.style"].value) == (0.5, 1.0)
+    assert sample.metadata["rewards"] == {"reward": 0.5, "style": 1.0}
+
+    [row] = [o for o in outcomes(report) if o.kind == "harbor"]
+    assert (row.task_id, row.passed, row.score, row.max_score, row.rate) == (
+        "hello",
+        False,
+        0.5,
+        1.0,
+        0.0,
+    )

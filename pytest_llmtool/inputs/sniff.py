@@ -30,7 +30,9 @@ def _matches(path: Path, patterns: Sequence[str]) -> bool:
 
 
 def may_be_eval_file(path: Path, dataset_patterns: Sequence[str]) -> bool:
-    """True unless `path` is certainly no dataset, scenario or optimization task."""
+    """True unless `path` is certainly no dataset, scenario, optimization or Harbor task."""
+    if path.name in ("task.toml", "dataset.toml"):  # Harbor's: the kind reads the folder
+        return True
     suffix = path.suffix
     if suffix == ".jsonl":
         named = _matches(path, dataset_patterns)

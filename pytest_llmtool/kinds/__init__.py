@@ -118,6 +118,13 @@ class Kind(ABC, Generic[W, R]):
         """Why this model cannot run this task, known before running (a skip, not an error)."""
         return None
 
+    def label_skip_reason(
+        self, work: W, model: ModelSpec, detail: Any, state: RunState
+    ) -> str | None:
+        """Why this model cannot run this task under one of its `labels` (the label's
+        detail), known before running; None by default."""
+        return None
+
     def sources(self, work: W) -> list[Path]:
         """The files and folders besides the task's own file that its run reads (a template
         to copy, a rubric): `--llm-resume` keeps a result only while they are unchanged, as

@@ -97,7 +97,7 @@ class TerminalWriter(Writer):
 
 
 # The report's lists of results: written one result per line, from the controller's store.
-RESULT_LISTS = ("results", "scenarios", "optimization_results")
+RESULT_LISTS = ("results", "scenarios", "optimization_results", "harbor_results")
 
 
 def report_json(report: EvalReport) -> Iterator[str]:

@@ -35,9 +35,11 @@ def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     ]
     rows = [
         [
-            {"model": c.kind, "guidance": f"{c.kind} guidance"}.get(
-                c.subject, f"{c.kind} tool mode"
-            ),
+            {
+                "model": c.kind,
+                "guidance": f"{c.kind} guidance",
+                "variant": f"{c.kind} variant",
+            }.get(c.subject, f"{c.kind} tool mode"),
             _compared(c),
             str(c.tasks),
             f"{c.a_pass_rate:.0%}/{c.b_pass_rate:.0%}",
@@ -84,6 +86,7 @@ def uncompared_note(report: EvalReport) -> str | None:
     scored |= {m for m, s in report.scenario_summary.items() if s.scenarios}
     if report.optimization is not None:
         scored |= {agent_model(agent) for agent in report.optimization.by_agent}
+    scored |= {key.removesuffix(f"-{s.variant}") for key, s in report.harbor.items() if s.items}
     missing = [m for m in named if m not in scored]
     if not missing:
         return None

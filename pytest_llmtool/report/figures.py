@@ -129,15 +129,21 @@ def count_along(stores: Mapping[str, ResultStore[Any]]) -> Callable[[EvalReport]
     return keep
 
 
-# The kinds whose results the report lists (`results`, `scenarios`, `optimization_results`).
-RESULT_KINDS = ("bash", "scenario", "optimization")
+# The kinds whose results the report lists (`results`, `scenarios`, `optimization_results`,
+# `harbor_results`).
+RESULT_KINDS = ("bash", "scenario", "optimization", "harbor")
 
 
 def tally(report: EvalReport) -> Tally:
     """The report's tally: counted along the summaries' pass, or read now (once per report)."""
     if not isinstance(report._tally, Tally):
         counted = Tally()
-        for results in (report.results, report.scenarios, report.optimization_results):
+        for results in (
+            report.results,
+            report.scenarios,
+            report.optimization_results,
+            report.harbor_results,
+        ):
             for result in results:
                 counted.read(result)
         for stopped in report.stopped:
@@ -147,7 +153,7 @@ def tally(report: EvalReport) -> Tally:
 
 
 def model_figures(report: EvalReport) -> list[ModelFigures]:
-    """Per model, over bash tasks, scenarios and optimization tasks (`Tally.figures`)."""
+    """Per model, over bash tasks, scenarios, optimization and Harbor tasks (`Tally.figures`)."""
     return tally(report).figures(report)
 
 

@@ -33,6 +33,7 @@ from pytest_llmtool.records import (
     AgentTrace,
     ErrorRecord,
     EvalReport,
+    HarborResult,
     ItemResult,
     LLMCallMetrics,
     Message,
@@ -65,6 +66,7 @@ KIND_RESULTS = (
     ("bash", "results"),
     ("scenario", "scenarios"),
     ("optimization", "optimization_results"),
+    ("harbor", "harbor_results"),
 )
 # A choice's stop in Inspect's words (`ChatCompletionChoice.stop_reason`).
 InspectStop = Literal[
@@ -310,7 +312,31 @@ def _optimization(
     return [f"speedup > {result.min_speedup:g}"], scores, metadata
 
 
-_TRACED = (TaskResult, ScenarioResult, OptimizationResult)
+def _harbor(result: HarborResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
+    """A Harbor trial: passed when its reward reached the threshold; every reward a score."""
+    shown = "none" if result.reward is None else f"{result.reward:g}"
+    why = [
+        *([result.reward_error] if result.reward_error else []),
+        *(["the agent timed out"] if result.agent_timed_out else []),
+    ]
+    explanation = "\n".join(
+        [f"{result.reward_key} {shown}, needed at least {result.threshold:g}", *why]
+    )
+    scores = {"reward": _pass(result.passed, explanation, reward=result.reward)}
+    for key, value in (result.rewards or {}).items():
+        scores[f"reward.{key}"] = _number(value)
+    metadata = {
+        "category": result.category,
+        "agent": result.agent,
+        "variant": result.variant,
+        "rewards": result.rewards,
+        "reward_source": result.reward_source,
+        "container": result.container.model_dump(mode="json") if result.container else None,
+    }
+    return [f"{result.reward_key} >= {result.threshold:g}"], scores, metadata
+
+
+_TRACED = (TaskResult, ScenarioResult, OptimizationResult, HarborResult)
 
 
 def _result_sample(
@@ -330,6 +356,8 @@ def _result_sample(
         target, scores, metadata = _bash(result)
     elif isinstance(result, ScenarioResult):
         target, scores, metadata = _scenario(result)
+    elif isinstance(result, HarborResult):
+        target, scores, metadata = _harbor(result)
     else:
         assert isinstance(result, OptimizationResult)
         target, scores, metadata = _optimization(result)

@@ -67,6 +67,7 @@ class LlmFile(pytest.File):
                 skip = kind.skip_reason(work, model, state)
                 for label, detail in labels:
                     stem = f"{model.name}-{label}" if label else model.name
+                    why = skip or kind.label_skip_reason(work, model, detail, state)
                     for trial in range(trials):
                         bracket = f"{stem}-t{trial + 1}" if trials > 1 else stem
                         name = f"{task_id}[{bracket}]"
@@ -80,9 +81,9 @@ class LlmFile(pytest.File):
                         )
                         for marker in markers:
                             item.add_marker(marker)
-                        if skip:
+                        if why:
                             # Known before running: a skip located at the task's line.
-                            item.add_marker(state.skip_marker(skip))
+                            item.add_marker(state.skip_marker(why))
                         if trials > 1:
                             # `-k trial2` picks one attempt of every task.
                             item.extra_keyword_matches.add(f"trial{trial + 1}")

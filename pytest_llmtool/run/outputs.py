@@ -71,6 +71,7 @@ def outputs(config: pytest.Config, settings: Settings) -> Iterator[tuple[str, Pa
         ("--llm-gaps", settings.gaps, True),
         ("--llm-inspect-log", settings.inspect_log, True),
         ("--llm-trajectories", settings.trajectories, True),
+        ("--llm-harbor-jobs", settings.harbor_jobs, True),
         ("--llm-record", settings.record_dir, True),
         # The default database is written only if the run has results: a failure there is
         # said at the end (`history.HistoryWriter`), never a refusal of an unrelated run.

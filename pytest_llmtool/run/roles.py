@@ -446,6 +446,7 @@ class Controller:
             python=platform.python_version(),
             bashkit=_version("bashkit"),
             bashkit_runtimes=dict(RUNTIMES),
+            bash_shells=list(settings.bash),
             sdks={name: v for name in ("anthropic", "openai") if (v := _version(name))},
             models=models,
             agents={m.agent: m.agent_version for m in models if m.agent is not None},

@@ -1,7 +1,8 @@
 """Models side by side: paired comparisons, and seed 000's cross-model diagnostics.
 
-Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks)
-that ran the same tasks are compared task by task: pairing removes the between-task variance,
+Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks,
+or a model's Harbor agent variant and its base variant) that ran the same tasks are compared
+task by task: pairing removes the between-task variance,
 which is most of it. One rule decides every verdict (docs/results.md): the paired pass
 rate difference is significant when its test gives p < 0.05 (`stats.paired_rates`: McNemar's
 score test with one attempt per task, the paired t test with several), and the interval
@@ -26,6 +27,7 @@ from pytest_llmtool.records import (
     Comparison,
     Diagnostics,
     EvalReport,
+    HarborResult,
     Interval,
     ScenarioResult,
     TaskResult,
@@ -50,7 +52,7 @@ class Attempt:
     score: float
 
 
-Subject = Literal["model", "guidance", "tool_mode"]
+Subject = Literal["model", "guidance", "tool_mode", "variant"]
 # side -> unit -> that side's attempts at the unit
 Sides = dict[str, dict[str, list[Attempt]]]
 
@@ -73,8 +75,9 @@ def _mode(result: TaskResult) -> str | None:
 
 def bash_attempt(r: TaskResult) -> Attempt:
     """A bash task, by model: its score is its weighted check score. A scripting-tool task
-    is one unit per tool mode, so models pair scripted with scripted."""
-    mode = _mode(r)
+    is one unit per tool mode, so models pair scripted with scripted; a task run in a
+    container (`--llm-bash`) is a unit of its own beside its bashkit run."""
+    mode = _mode(r) or (r.shell if r.shell != "bashkit" else None)
     return Attempt(
         task_of(r.nodeid) + (f"[{mode}]" if mode else ""), r.model, r.passed, r.score.rate()
     )
@@ -104,6 +107,32 @@ def scenario_attempts(results: Iterable[ScenarioResult]) -> list[Attempt]:
         )
         for r in results
     ]
+
+
+def variant_attempts(results: Iterable[HarborResult], model: str) -> list[Attempt]:
+    """One model's Harbor items, by agent variant (`--llm-harbor-variants`); the score is
+    the reward cut to [0, 1] (none: 0, as Harbor's mean counts it)."""
+    return [
+        Attempt(task_of(r.nodeid), r.variant, r.passed, min(max(r.reward or 0.0, 0.0), 1.0))
+        for r in results
+        if r.model == model and r.variant
+    ]
+
+
+def variant_comparisons(report: EvalReport) -> list[Comparison]:
+    """Each model's every variant against its base variant over the tasks both ran (every
+    pair in order of appearance when no variant is the base), as ot-harness compares them."""
+    results = [r for r in report.harbor_results if r.variant]
+    base = next((r.variant for r in results if r.variant_kind == "base"), None)
+    found: list[Comparison] = []
+    for model in dict.fromkeys([*_models(report, []), *(r.model for r in results)]):
+        sides = by_side(variant_attempts(results, model))
+        if base not in sides:
+            found += _pairs("harbor", "variant", sides, list(sides), model)
+            continue
+        pairs = (compare("harbor", "variant", v, base, sides, model) for v in sides if v != base)
+        found += [c for c in pairs if c is not None]
+    return found
 
 
 def by_side(attempts: Iterable[Attempt]) -> Sides:
@@ -284,6 +313,8 @@ def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Compar
     for model in _models(report, bash_attempts(bash.scripting)):
         sides = by_side(tool_mode_attempts(bash.scripting, model))
         found += _pairs("bash", "tool_mode", sides, TOOL_MODES, model)
+    if report.harbor_variants:
+        found += variant_comparisons(report)
     return found
 
 

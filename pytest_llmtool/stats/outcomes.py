@@ -2,9 +2,10 @@
 the baseline compares.
 
 Kinds keep their results in different places of `EvalReport` (bash tasks in `results`,
-scenarios in `scenarios`, other kinds under `extensions.<kind>.results`), and rate them
-differently; a row gives each the same few columns. Errored items are rows too, with no
-outcome: they are not scored, but a history that dropped them would hide them.
+scenarios in `scenarios`, Harbor tasks in `harbor_results`, other kinds under
+`extensions.<kind>.results`), and rate them differently; a row gives each the same few
+columns. Errored items are rows too, with no outcome: they are not scored, but a history
+that dropped them would hide them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_llmtool.records import (
     AgentTrace,
     CallUsage,
     EvalReport,
+    HarborResult,
     ItemResult,
     ScenarioResult,
     TaskResult,
@@ -109,6 +111,29 @@ def _scenario(result: ScenarioResult) -> Outcome:
     )
 
 
+def _harbor(result: HarborResult) -> Outcome:
+    """A Harbor item: passed when its reward reached the threshold; the reward is its score
+    (any real number: FormulaCode's run from -1 up), its rate the pass itself."""
+    usage = _usage(result.trace, result)
+    return Outcome(
+        kind="harbor",
+        nodeid=result.nodeid,
+        task=task_of(result.nodeid, result.trial),
+        task_id=result.task_id,
+        model=result.model,
+        trial=result.trial,
+        category=result.category,
+        passed=result.passed,
+        score=result.reward,
+        max_score=result.threshold,
+        rate=float(result.passed),
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        duration_ms=result.duration_ms,
+    )
+
+
 def optimization_outcomes(report: EvalReport) -> Iterator[Outcome]:
     """The optimization tasks' items, outcome and usage only: the history and the HTML matrix
     read them; a baseline does not compare them (`each_outcome` leaves them out), as a
@@ -192,6 +217,7 @@ def each_outcome(
         yield from read["scenarios"]
     else:
         yield from (_scenario(r) for r in report.scenarios)
+    yield from (_harbor(r) for r in report.harbor_results)
     for kind in kinds:
         section = report.extensions.get(kind.name, {}).get("results")
         if isinstance(section, list):

@@ -75,7 +75,7 @@ def _megabytes(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = value.strip().upper().removesuffix("B")
-    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:], None)
+    factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:])
     if factor is None:
         return value
     try:

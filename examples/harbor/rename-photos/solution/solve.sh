@@ -1,0 +1,4 @@
+#!/bin/bash
+for f in /app/photos/*.jpeg; do
+    mv -- "$f" "${f%.jpeg}.jpg"
+done

@@ -1,0 +1,4 @@
+#!/bin/bash
+touch /app/done
+sleep 60
+touch /app/late

@@ -1,0 +1,2 @@
+#!/bin/bash
+bash /tests/check.sh /app/first.txt one

@@ -1,0 +1,2 @@
+#!/bin/bash
+cp /app/seed.txt /app/second.txt
