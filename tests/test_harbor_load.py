@@ -163,6 +163,36 @@ def test_missing_parts_are_problems(tmp_path: Path) -> None:
     assert problem(load_task(windows)).message.startswith('[environment].os = "windows"')
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ('network_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', "an allowlisted network"),
+        ("gpus = 1\n", "GPUs"),
+        ('mcp_servers = [{name = "x", url = "http://x/mcp"}]\n', "MCP servers for the agent"),
+        ('[verifier.environment]\ndocker_image = "v"\n', "a separate verifier environment"),
+        ('[[verifier.collect]]\ncommand = "cp /app/x /logs"\n', "collect commands"),
+        ('[agent]\nnetwork_mode = "no-network"\n', "a network of the agent phase's own"),
+    ],
+)
+def test_what_harbor_would_run_otherwise_is_refused(tmp_path: Path, extra: str, said: str) -> None:
+    """A task asking for what the plugin does not run is an error naming it, never a trial
+    that quietly differs from Harbor's."""
+    toml = TOML.replace("[verifier]\ntimeout_sec = 60.0\n\n", "").replace(
+        "[agent]\ntimeout_sec = 30.0\n\n", ""
+    )
+    message = problem(load_task(make_task(tmp_path, toml=toml + extra))).message
+    assert said in message
+    assert "which this plugin does not run" in message
+
+
+def test_a_compose_file_beside_a_dockerfile_is_refused(tmp_path: Path) -> None:
+    path = make_task(tmp_path, toml="[metadata]\n")
+    (path.parent / "environment").mkdir()
+    (path.parent / "environment" / "Dockerfile").write_text("FROM local/debian:bookworm\n")
+    (path.parent / "environment" / "docker-compose.yaml").write_text("services: {}\n")
+    assert "environment/docker-compose.yaml" in problem(load_task(path)).message
+
+
 def test_a_dockerfile_environment_loads(tmp_path: Path) -> None:
     path = make_task(tmp_path, toml="[metadata]\ncategory = 'files'\n")
     (path.parent / "environment").mkdir()

@@ -346,6 +346,45 @@ def _environment_problem(config: TaskConfig, root: Path, text: str) -> Problem |
     return Problem("no environment/Dockerfile and no [environment].docker_image: nothing to run in")
 
 
+def _unsupported(config: TaskConfig, data: dict[str, Any], root: Path, text: str) -> Problem | None:
+    """What Harbor would do with the task and the plugin does not: an error rather than a
+    trial that quietly differs from Harbor's (and might be graded otherwise)."""
+    env, verifier = config.environment, data.get("verifier")
+    why: list[tuple[str, str]] = []
+    if env.network_mode == "allowlist":
+        why.append(("environment", 'an allowlisted network (network_mode = "allowlist")'))
+    for phase in ("agent", "verifier"):
+        table = data.get(phase)
+        if isinstance(table, dict) and ("network_mode" in table or "allowed_hosts" in table):
+            why.append((phase, f"a network of the {phase} phase's own ([{phase}].network_mode)"))
+    if isinstance(verifier, dict) and (
+        verifier.get("environment_mode") == "separate" or "environment" in verifier
+    ):
+        why.append(("verifier", "a separate verifier environment ([verifier.environment])"))
+    if isinstance(verifier, dict) and verifier.get("collect"):
+        why.append(("verifier", "collect commands ([[verifier.collect]])"))
+    if env.gpus:
+        why.append(("environment", "GPUs ([environment].gpus)"))
+    if env.mcp_servers:
+        why.append(("environment", "MCP servers for the agent ([environment].mcp_servers)"))
+    compose = [
+        n
+        for n in ("docker-compose.yaml", "docker-compose.yml")
+        if (root / "environment" / n).exists()
+    ]
+    if compose and (root / "environment" / "Dockerfile").is_file():
+        why.append(("environment", f"environment/{compose[0]} (compose services and overrides)"))
+    if not why:
+        return None
+    table, first = why[0]
+    rest = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
+    return Problem(
+        f"the task asks for {first}{rest}, which this plugin does not run; "
+        "it would not be the trial Harbor runs",
+        _line_of(text, table),
+    )
+
+
 def load_task(
     path: Path, ids: TaskIds | None = None, max_bytes: int = MAX_YAML_BYTES
 ) -> HarborTask | Problem:
@@ -358,7 +397,7 @@ def load_task(
     config = _config(path, data, text)
     if isinstance(config, Problem):
         return config
-    bad = _environment_problem(config, root, text)
+    bad = _environment_problem(config, root, text) or _unsupported(config, data, root, text)
     if bad:
         return bad
     problems = metadata_problems(config.metadata)
