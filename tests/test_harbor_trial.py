@@ -18,7 +18,8 @@ from helpers import read_report
 from pytest_llmtool.kinds.harbor.agents import missing_solution, task_files
 from pytest_llmtool.kinds.harbor.config import TaskConfig
 from pytest_llmtool.kinds.harbor.task import HarborTask, Step
-from pytest_llmtool.kinds.harbor.trial import TrialBroken, resolved_env
+from pytest_llmtool.kinds.harbor.trial import TrialBroken, _agent_result, _joined, resolved_env
+from pytest_llmtool.records import AgentInfo, AgentTrace
 from pytest_llmtool.sandbox.container.engine import LABEL, OWNER_LABEL, Engine
 from pytest_llmtool.sandbox.container.owners import owner
 
@@ -284,3 +285,17 @@ def test_an_agent_cli_runs_in_the_tasks_container(
     assert run["container"]["image"].startswith("llmtool/agent-claude-code:")
     assert (Path(run["artifacts"]) / "logs" / "agent" / "claude-code.txt").is_file()
     assert _containers(f"label={OWNER_LABEL}={owner()}") == []
+
+
+def test_a_multi_step_cli_runs_cost_is_every_steps() -> None:
+    """An agent CLI's own cost figure, per step, adds up in the joined trace: the item's
+    cost is not the first step's alone; one step without a figure makes it unknown."""
+
+    def step(cost: float | None) -> AgentTrace:
+        info = AgentInfo(name="claude-code", reported_cost_usd=cost, cost_source="agent")
+        return AgentTrace(agent=info, turns=1)
+
+    joined = _joined([step(0.25), step(0.5)])
+    assert joined.cost_usd == 0.75
+    assert _agent_result([step(0.25), step(0.5)]).cost_usd == 0.75
+    assert _joined([step(0.25), step(None)]).cost_usd is None

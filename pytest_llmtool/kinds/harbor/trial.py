@@ -409,10 +409,16 @@ def _agent_result(traces: Sequence[AgentTrace]) -> HarborAgentResult:
 
 
 def _joined(traces: Sequence[AgentTrace]) -> AgentTrace:
-    """The steps' traces as one: their messages, calls and tokens in order."""
-    first = traces[0]
+    """The steps' traces as one: their messages, calls and tokens in order; an agent CLI's
+    own cost figure is the steps' sum (unknown when one step's is)."""
+    first, agent = traces[0], traces[-1].agent
+    if agent is not None and all(t.agent is not None for t in traces):
+        costs = [t.agent.reported_cost_usd for t in traces if t.agent is not None]
+        total = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+        agent = agent.model_copy(update={"reported_cost_usd": total})
     return first.model_copy(
         update={
+            "agent": agent,
             "messages": [m for t in traces for m in t.messages],
             "tool_calls": [c for t in traces for c in t.tool_calls],
             "turns": sum(t.turns for t in traces),
