@@ -103,21 +103,23 @@ _images: dict[str, ImageRef] = {}
 
 async def shell_image(engine: Engine, shell: str) -> ImageRef:
     """The image of `shell` (`container`: ours, built once per process and found by tag in
-    later ones; `container:IMAGE`: the user's, which must be present)."""
+    later ones; `container:IMAGE`: the user's, which must be present). Concurrent builds
+    across processes wait on a lock in this user's own lock directory, as Harbor tasks'."""
+    from pytest_llmtool.kinds.optimization.run import lock_directory
+
     found = _images.get(shell)
     if found is None:
         given = shell.partition(":")[2]
         if given:
             found = await ensure_image(engine, image=given)
         else:
-            shared = Path(tempfile.gettempdir()) / "pytest-llmtool-images"
             with tempfile.TemporaryDirectory() as scratch:
                 found = await ensure_image(
                     engine,
                     context=image_context(Path(scratch)),
                     name="bash",
                     timeout=IMAGE_BUILD_SECONDS,
-                    lock_dir=shared,
+                    lock_dir=lock_directory() / "images",
                 )
         _images[shell] = found
     return found
