@@ -110,6 +110,9 @@ class ItemResult(BaseModel):
     # the duration pytest reports for it, and so JUnit and pytest-html; None in a record from
     # before it.
     run_ms: float | None = None
+    # Judge calls this item did not make because its checks and gates had already decided it
+    # (`--llm-judge-when=undecided`, or a failed guardrail): counted, never guessed as passes.
+    judge_calls_saved: int = 0
 
     @property
     def passed(self) -> bool:
@@ -1139,6 +1142,79 @@ class TrialSummary(BaseModel):
     flaky: list[str] = Field(default_factory=list)
 
 
+TaskVerdictValue = Literal["pass", "fail", "undecided"]
+
+
+class TaskVerdict(BaseModel):
+    """One task's verdict over its trials (`--llm-trials`, `--llm-task-pass`;
+    `stats/task_verdicts.py`): passed k of the N asked, against the rule's `need`.
+
+    `verdict` is "pass" once `passed >= need`, "fail" once the failures leave fewer than
+    `need` passes possible, else "undecided" (errored or cut-short trials left it open): an
+    undecided task never counts as meeting its rule. `not_needed` trials were skipped by
+    `--llm-early-stop` after the verdict was decided and count as neither pass nor fail."""
+
+    kind: str
+    model: str
+    task: str  # the node id without its trial suffix, as `TrialSummary.flaky` names tasks
+    task_id: str
+    category: str = ""
+    trials: int  # N: the attempts asked
+    need: int  # passes the rule needs of N
+    passed: int = 0  # k
+    failed: int = 0
+    errored: int = 0
+    not_needed: int = 0
+    verdict: TaskVerdictValue
+    reason: str = ""
+    flaky: bool = False
+    # Over this task's scored attempts: the unbiased pass@k and pass^k (k = 1 and N).
+    pass_at_k: dict[int, float] = Field(default_factory=dict)
+    pass_hat_k: dict[int, float] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> str:
+        """k/N as every output shows it: `8/10`, `3/10 (7 not needed)`."""
+        extra = [
+            f"{n} {what}"
+            for n, what in ((self.errored, "errored"), (self.not_needed, "not needed"))
+            if n
+        ]
+        return f"{self.passed}/{self.trials}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+class SequentialDecision(BaseModel):
+    """An anytime-valid comparison of two arms over trials (`--llm-early-stop`;
+    `stats/sequential.py`): its e-value may be read after every paired outcome, and the
+    comparison is decided once it reaches 1/alpha (Ville's inequality bounds the chance
+    of that under no difference by alpha, however often it is looked at)."""
+
+    subject: str  # "model" or "baseline"
+    a: str
+    b: str
+    alpha: float
+    pairs: int = 0  # paired outcomes seen
+    discordant: int = 0  # pairs where exactly one arm passed
+    a_wins: int = 0  # discordant pairs won by `a`
+    e_value: float = 1.0
+    decided: bool = False
+    better: str | None = None  # the arm the decision favours, once decided
+    rule: str = ""  # the rule's name and parameters, as the docs state it
+
+
+class EarlyStopSummary(BaseModel):
+    """What `--llm-early-stop` skipped and what that saved: `calls_saved` and
+    `cost_saved_usd` are estimates from the same task's trials that ran (their mean),
+    labelled as such wherever shown; None when no ran trial had a price."""
+
+    modes: list[str] = Field(default_factory=list)  # "tasks", "compare"
+    trials_skipped: int = 0
+    calls_saved: float = 0.0
+    cost_saved_usd: float | None = None
+    comparisons: list[SequentialDecision] = Field(default_factory=list)
+
+
 class Comparison(BaseModel):
     """A paired comparison of `a` and `b` over the tasks both ran (`stats/compare.py`): two models,
     two guidance documents of one model's scenarios, the two tool modes (`scripted`,
@@ -1759,6 +1835,15 @@ class EvalReport(BaseModel):
     scenario_summary: dict[str, ScenarioSummary] = Field(default_factory=dict)
     # With --llm-trials above 1: kind name -> model -> statistics of the repeated attempts.
     trials: dict[str, dict[str, TrialSummary]] = Field(default_factory=dict)
+    # With --llm-trials above 1: one verdict per task, model and kind against the stated
+    # per-task rule (`task_rule`, e.g. "8/10"); see `TaskVerdict`.
+    task_rule: str | None = None
+    task_verdicts: list[TaskVerdict] = Field(default_factory=list)
+    # With --llm-early-stop: the trials not run and what that saved.
+    early_stop: EarlyStopSummary | None = None
+    # With --llm-judge-when: "always" or "undecided", and the judge calls not made.
+    judge_when: str = "always"
+    judge_calls_saved: int = 0
     # With two or more models, or guidance documents: paired comparisons (`stats/compare.py`).
     comparisons: list[Comparison] = Field(default_factory=list)
     # With two or more models: kind name -> cross-model diagnostics.

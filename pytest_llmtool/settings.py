@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_llmtool.agents.retry import RetryPolicy
     from pytest_llmtool.inputs.harbor_variants import HarborVariant
     from pytest_llmtool.records import ModelParams, ToolMode
+    from pytest_llmtool.stats.task_rule import TaskRule
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,22 @@ OPTIONS = (
         "1",
         "attempts per task and model, each its own item in its own sandbox (pass@k, flakiness)",
         type="int",
+    ),
+    OptionDef(
+        "llm_task_pass",
+        "K/N|FRACTION",
+        "",
+        "with --llm-trials: the passes a task needs for its own verdict, 8/10 or 0.8 "
+        "(default: every trial)",
+    ),
+    OptionDef(
+        "llm_early_stop",
+        "WHAT",
+        "off",
+        "skip the trials that can no longer change a verdict: tasks (a task's rule is "
+        "decided), compare (an anytime-valid comparison of two models, or of the run and its "
+        "baseline, is decided), or both (the bare flag)",
+        const="tasks,compare",
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),
     OptionDef(
@@ -256,6 +273,14 @@ OPTIONS = (
         "ask each scenario judge K times per item; the verdict comes from the mean's 95% "
         "interval: pass above the threshold, fail below, else INCONCLUSIVE (a failure)",
         type="int",
+    ),
+    OptionDef(
+        "llm_judge_when",
+        "WHEN",
+        "always",
+        "always: ask the judge of every item that has one; undecided: only when the "
+        "deterministic checks and gates have not already decided the item (the summary "
+        "counts the calls saved)",
     ),
     OptionDef(
         "llm_judge_labels",
@@ -798,6 +823,12 @@ class Settings:
     # --llm-adaptive: per-provider windows learned from rate-limit headers and 429s.
     adaptive: bool = True
     trials: int = 1
+    # --llm-task-pass: the passes a task needs of its trials (`stats/task_rule.py`).
+    task_rule: TaskRule | None = None
+    # --llm-early-stop: what may stop trials early ("tasks", "compare"; empty: off).
+    early_stop: tuple[str, ...] = ()
+    # --llm-judge-when: "always" or "undecided".
+    judge_when: Literal["always", "undecided"] = "always"
     max_cost: float | None = None
     record_dir: Path | None = None
     replay_dir: Path | None = None
@@ -967,6 +998,7 @@ class Settings:
                 ),
                 stacklevel=2,
             )
+        trials = _number(config, "llm_trials", int, 1)
         return cls(
             models=models,
             max_turns=_number(config, "llm_max_turns", int, 1),
@@ -974,7 +1006,10 @@ class Settings:
             dataset_patterns=tuple(_split(_raw(config, "llm_datasets")[0])),
             concurrency=_number(config, "llm_concurrency", int, 1),
             adaptive=_flag(config, "llm_adaptive"),
-            trials=_number(config, "llm_trials", int, 1),
+            trials=trials,
+            task_rule=_task_rule(config, trials),
+            early_stop=_early_stop(config),
+            judge_when=_judge_when(config),
             max_cost=_number(config, "llm_max_cost", float, 0) if max_cost_text else None,
             record_dir=record_dir,
             replay_dir=replay_dir,
@@ -1023,3 +1058,44 @@ class Settings:
             summary="full" if summary == "full" else "short",
             params=params,
         )
+
+
+def _task_rule(config: pytest.Config, trials: int) -> TaskRule | None:
+    """The per-task rule; None with a single trial (a task's verdict is its item's then)."""
+    from pytest_llmtool.stats.task_rule import TaskRule
+
+    text = _raw(config, "llm_task_pass")[0]
+    if trials == 1:
+        if text.strip():
+            raise pytest.UsageError("--llm-task-pass needs --llm-trials above 1")
+        return None
+    try:
+        return TaskRule.parse(text, trials)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--llm-task-pass: {exc}") from None
+
+
+EARLY_STOP = ("tasks", "compare")
+
+
+def _early_stop(config: pytest.Config) -> tuple[str, ...]:
+    text = _raw(config, "llm_early_stop")[0].strip().lower()
+    if text in ("", "off", "false", "no"):
+        return ()
+    words = tuple(dict.fromkeys(w.strip() for w in text.split(",")))
+    if text in ("on", "true", "yes"):
+        words = EARLY_STOP
+    wrong = [w for w in words if w not in EARLY_STOP]
+    if wrong:
+        raise pytest.UsageError(
+            f"--llm-early-stop: expected tasks, compare, both comma-separated, or off; "
+            f"got {', '.join(map(repr, wrong))}"
+        )
+    return words
+
+
+def _judge_when(config: pytest.Config) -> Literal["always", "undecided"]:
+    text = _raw(config, "llm_judge_when")[0].strip().lower()
+    if text not in ("always", "undecided"):
+        raise pytest.UsageError(f"--llm-judge-when: expected always or undecided, got {text!r}")
+    return "undecided" if text == "undecided" else "always"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from pytest_llmtool.inputs.json_assertions import check_json_path, parse_assertion
 from pytest_llmtool.kinds.scenario.gates import (
     CommandJsonPath,
     CommandOutputContains,
@@ -22,8 +23,6 @@ from pytest_llmtool.kinds.scenario.gates import (
     GateContext,
     NoTranscriptErrors,
     Script,
-    check_json_path,
-    parse_assertion,
     run_gate,
     run_gates,
 )
