@@ -1203,6 +1203,18 @@ class SequentialDecision(BaseModel):
     rule: str = ""  # the rule's name and parameters, as the docs state it
 
 
+class SkippedTrial(BaseModel):
+    """A trial `--llm-early-stop` did not run: reported as skipped ("not needed"), never as
+    a pass or a failure."""
+
+    nodeid: str
+    kind: str
+    model: str
+    task: str  # as `TaskVerdict.task`
+    trial: int
+    reason: str
+
+
 class EarlyStopSummary(BaseModel):
     """What `--llm-early-stop` skipped and what that saved: `calls_saved` and
     `cost_saved_usd` are estimates from the same task's trials that ran (their mean),
@@ -1210,6 +1222,7 @@ class EarlyStopSummary(BaseModel):
 
     modes: list[str] = Field(default_factory=list)  # "tasks", "compare"
     trials_skipped: int = 0
+    skipped: list[SkippedTrial] = Field(default_factory=list)
     calls_saved: float = 0.0
     cost_saved_usd: float | None = None
     comparisons: list[SequentialDecision] = Field(default_factory=list)
