@@ -1227,6 +1227,18 @@ class EarlyStopSummary(BaseModel):
     cost_saved_usd: float | None = None
     comparisons: list[SequentialDecision] = Field(default_factory=list)
 
+    def line(self) -> str:
+        """What stopping saved in one sentence, for the terminal and `report.md`."""
+        reasons = ["tasks decided"] if "tasks" in self.modes else []
+        reasons += ["comparison decided"] if any(d.decided for d in self.comparisons) else []
+        why = f" ({', '.join(reasons)})" if reasons and self.trials_skipped else ""
+        trials = "trial" if self.trials_skipped == 1 else "trials"
+        cost = "" if self.cost_saved_usd is None else f" and ~${self.cost_saved_usd:.2f}"
+        return (
+            f"early stop: {self.trials_skipped} {trials} not needed{why}; saved "
+            f"~{self.calls_saved:g} model calls{cost} (estimated from the trials that ran)"
+        )
+
 
 class Comparison(BaseModel):
     """A paired comparison of `a` and `b` over the tasks both ran (`stats/compare.py`): two models,
@@ -1413,7 +1425,8 @@ class OptimizationResult(ItemResult):
     Passed (`passed`, the one rule every output follows) when the attempt succeeded (tests
     and snapshot held) and its task speedup's 95% interval lies above the task's
     `min_speedup`. `tampered_files` are the harness files the agent changed
-    (`kinds/optimization/harness.py`)."""
+    (`kinds/optimization/harness.py`). `trajectory` holds the task's trajectory assertions'
+    results: each is a guardrail, so one failed fails the item whatever the speedup."""
 
     task_id: str
     category: str
@@ -1424,19 +1437,23 @@ class OptimizationResult(ItemResult):
     trace: AgentTrace | None = None
     notes: list[str] = Field(default_factory=list)
     tampered_files: list[str] = Field(default_factory=list)
+    trajectory: list[GateResult] = Field(default_factory=list)
     artifacts: str
     duration_ms: int
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
-        """Success, and the speedup and its 95% interval's lower bound above `min_speedup`.
+        """Every trajectory assertion held, success, and the speedup and its 95% interval's
+        lower bound above `min_speedup`.
 
         The point speedup alone is not enough: an untouched copy's is noise around 1x and can
         land above any threshold (the nop once read 1.79x [0.66, 3.85] against 1.5x), while
         its interval reaches below it. No interval (fewer than two rounds, rounds without
         spread) is not a pass: the speedup cannot be told from noise, so it fails closed."""
         m, ci = self.metrics, self.metrics.task_speedup_ci
+        if not all(g.passed for g in self.trajectory):
+            return False
         if not m.success or m.task_speedup is None or ci is None:
             return False
         return m.task_speedup > self.min_speedup and ci.low > self.min_speedup
@@ -1537,6 +1554,8 @@ class HarborResult(ItemResult):
     # `steps/<name>/logs/`).
     verifier_output: str | None = None
     artifacts: str | None = None
+    # `[[metadata.llmtool_trajectory]]`'s results: guardrails, one failed fails the item.
+    trajectory: list[GateResult] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -1548,7 +1567,8 @@ class HarborResult(ItemResult):
     @property
     def passed(self) -> bool:
         reward = self.reward
-        return reward is not None and reward >= self.threshold
+        held = all(g.passed for g in self.trajectory)
+        return held and reward is not None and reward >= self.threshold
 
 
 class HarborMetric(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -25,7 +25,7 @@ from pytest_llmtool.records import (
 KNOWN = (
     "dir_exists, exit_code, file_contains, file_equals, file_exists, file_line_regex, "
     "file_not_contains, llm_judge, stderr_empty, stdout_contains, stdout_regex, symlink, "
-    "tool_calls_max, tool_calls_min"
+    "tool_calls_max, tool_calls_min, trajectory"
 )
 
 
@@ -90,12 +90,15 @@ PARSED = [
     ("tool_calls_min:1", "tool_calls_min", "", "1"),
     ("tool_calls_max:10", "tool_calls_max", "", "10"),
     ("llm_judge:Is it right? Answer: yes", "llm_judge", "", "Is it right? Answer: yes"),
+    ("trajectory:forbidden:rm -rf", "trajectory", "", "forbidden:rm -rf"),
 ]
 
 
 @pytest.mark.parametrize(("spec", "kind", "path", "text"), PARSED)
 def test_parse_check_splits_type_path_and_text(spec: str, kind: str, path: str, text: str) -> None:
-    assert parse_check(spec) == Check(spec=spec, kind=kind, text=text, path=path)
+    # The parsed trajectory assertion: tests/test_trajectory.py.
+    parsed = replace(parse_check(spec), trajectory=None)
+    assert parsed == Check(spec=spec, kind=kind, text=text, path=path)
 
 
 def test_parse_table_covers_every_check_type() -> None:

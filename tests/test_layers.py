@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent / "pytest_llmtool"
 # Lowest first. A module may import its own layer and those listed before it.
 LAYERS: list[tuple[str, ...]] = [
     ("pytest_llmtool", "pytest_llmtool.records", "pytest_llmtool.inputs"),
-    ("pytest_llmtool.stats",),
+    ("pytest_llmtool.stats", "pytest_llmtool.trajectory"),
     ("pytest_llmtool.sandbox",),
     ("pytest_llmtool.agents",),
     ("pytest_llmtool.settings",),

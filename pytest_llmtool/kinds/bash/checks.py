@@ -3,7 +3,8 @@
 Semantics are bashkit-eval's: type and argument split at the first colon, file checks split
 the argument again at the next colon; `exit_code` sees the last call (-1 with none), stdout
 checks pass when any call matches, `stderr_empty` needs every call clean, file checks read
-the sandbox after the run. Nothing here knows about pytest.
+the sandbox after the run. Ours: `trajectory:<assertion>:<argument>` checks the calls the
+agent made (`pytest_llmtool/trajectory/`). Nothing here knows about pytest.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 
 from pytest_llmtool.records import AgentTrace, ScoreResult, TaskScore
 from pytest_llmtool.sandbox import FileView
+from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, evaluate
+from pytest_llmtool.trajectory.assertions import parse_check as parse_trajectory
+from pytest_llmtool.trajectory.calls import calls_of
 
 # Check types whose argument is `/path:text`, and those that take a regex somewhere.
 _FILE_TEXT = {"file_contains", "file_not_contains", "file_line_regex", "file_equals", "symlink"}
@@ -20,18 +24,30 @@ _REGEX = {"stdout_regex", "file_line_regex"}
 _INT_ARG = {"exit_code", "tool_calls_min", "tool_calls_max"}
 _PATH_ONLY = {"file_exists", "dir_exists"}
 CHECK_TYPES = frozenset(
-    {"stdout_contains", "stderr_empty", "llm_judge"} | _FILE_TEXT | _REGEX | _INT_ARG | _PATH_ONLY
+    {"stdout_contains", "stderr_empty", "llm_judge", "trajectory"}
+    | _FILE_TEXT
+    | _REGEX
+    | _INT_ARG
+    | _PATH_ONLY
 )
 
 
 @dataclass(frozen=True)
 class Check:
-    """A parsed check string; `path`/`text` are set for file checks, `text` for the rest."""
+    """A parsed check string; `path`/`text` are set for file checks, `text` for the rest,
+    `trajectory` for a `trajectory:` check."""
 
     spec: str
     kind: str
     text: str
     path: str = ""
+    trajectory: TrajectoryAssertion | None = None
+
+
+def is_guardrail(check: Check) -> bool:
+    """A check whose failure fails the item whatever else it did, and skips the judge: a
+    `trajectory:forbidden:` check."""
+    return check.trajectory is not None and check.trajectory.guardrail
 
 
 def parse_check(spec: str) -> Check:
@@ -46,6 +62,8 @@ def parse_check(spec: str) -> Check:
         except ValueError:
             raise ValueError(f"{kind} needs an integer, got {arg!r}") from None
         return Check(spec, kind, arg)
+    if kind == "trajectory":
+        return Check(spec, kind, arg, trajectory=parse_trajectory(arg))
     if kind in _PATH_ONLY:
         if not arg:
             raise ValueError(f"{kind} needs a path: {kind}:/path")
@@ -197,6 +215,15 @@ def _symlink(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, st
     return same, f"{check.path} -> {actual}"
 
 
+def _trajectory(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:
+    """Undecided (no structured calls, an unknown exit status) fails closed, saying so."""
+    assert check.trajectory is not None
+    verdict = evaluate(check.trajectory, calls_of(trace), trace.turns)
+    if verdict.passed is None:
+        return False, f"undecided: {verdict.detail}"
+    return verdict.passed, verdict.detail
+
+
 def _tool_calls_min(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:
     n = trace.tool_call_count
     return n >= int(check.text), f"{n} tool calls (min {check.text})"
@@ -221,4 +248,5 @@ _EVALUATORS = {
     "symlink": _symlink,
     "tool_calls_min": _tool_calls_min,
     "tool_calls_max": _tool_calls_max,
+    "trajectory": _trajectory,
 }

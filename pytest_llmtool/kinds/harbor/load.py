@@ -33,9 +33,11 @@ from pytest_llmtool.kinds import Problem, Recognition
 from pytest_llmtool.kinds.harbor.config import TaskConfig
 from pytest_llmtool.kinds.harbor.reward import metadata_problems
 from pytest_llmtool.kinds.harbor.task import HarborTask, Step
+from pytest_llmtool.kinds.scenario.gates import Trajectory
 
 TASK_FILE = "task.toml"
 DATASET_FILE = "dataset.toml"
+TRAJECTORY_KEY = "llmtool_trajectory"  # `[[metadata.llmtool_trajectory]]` tables
 REGISTRY_FILE = "registry.json"
 # How deep below a dataset file its tasks are looked for (Harbor's datasets are flat).
 _DATASET_DEPTH = 3
@@ -401,10 +403,15 @@ def load_task(
     if bad:
         return bad
     problems = metadata_problems(config.metadata)
+    trajectory = _trajectory(config.metadata.get(TRAJECTORY_KEY, []))
+    if isinstance(trajectory, str):
+        problems.append(trajectory)
     if config.task is not None and (found := nonprinting(config.task.name)):
         problems.append(f"[task].name {found}")
     if problems:
-        return Problem(f"{path.name}: {one_problem(problems)}", _line_of(text, "metadata"))
+        table = f"metadata.{TRAJECTORY_KEY}" if isinstance(trajectory, str) else "metadata"
+        line = _line_of(text, table) or _line_of(text, "metadata")
+        return Problem(f"{path.name}: {one_problem(problems)}", line)
     for folder in ("tests", "solution"):
         refused = _tree_problem(root / folder, root)
         if refused:
@@ -436,7 +443,24 @@ def load_task(
         category=str(category) if category else dataset or root.parent.name,
         dataset=dataset,
         steps=steps,
+        trajectory=() if isinstance(trajectory, str) else trajectory,
     )
+
+
+def _trajectory(entries: Any) -> tuple[Trajectory, ...] | str:
+    """`[[metadata.llmtool_trajectory]]`'s assertions, or the first thing wrong with one."""
+    where = f"[metadata].{TRAJECTORY_KEY}"
+    if not isinstance(entries, list):
+        return f"{where}: expected an array of tables ([[metadata.{TRAJECTORY_KEY}]])"
+    found = []
+    for index, entry in enumerate(entries):
+        try:
+            found.append(Trajectory.model_validate(entry))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = "".join(f".{f}" for f in error["loc"])
+            return f"{where}[{index}]{field}: {error['msg'].removeprefix('Value error, ')}"
+    return tuple(found)
 
 
 # --- datasets ------------------------------------------------------------------------------

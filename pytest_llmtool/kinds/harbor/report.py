@@ -41,6 +41,9 @@ def failure_line(r: HarborResult) -> str:
     """The one line saying why a graded item failed, naming the numbers."""
     reason = failure_reason(r)
     source = f" ({r.reward_source})" if r.reward_source else ""
+    if reason == "trajectory":
+        broken = next(g for g in r.trajectory if not g.passed)
+        return f"{broken.identifier} failed: {broken.message}"
     if reason == "below threshold":
         assert r.rewards is not None
         return f"{r.reward_key} {r.rewards[r.reward_key]:g} < {r.threshold:g}{source}"
@@ -74,6 +77,7 @@ def failure(r: HarborResult) -> str:
             ", ".join(f"{k}={v:g}" for k, v in sorted((step.rewards or {}).items())) or "-"
         )
         lines.append(f"step {step.step_name}: {said}")
+    lines += [f"{g.identifier}: {g.message}" for g in r.trajectory if g.passed]
     if r.verifier_output:
         tail = r.verifier_output.rstrip("\n").splitlines()[-OUTPUT_LINES:]
         lines += ["verifier output (last lines):", *(f"  {escaped(line)}" for line in tail)]

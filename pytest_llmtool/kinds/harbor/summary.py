@@ -38,6 +38,8 @@ def failure_reason(result: HarborResult) -> str | None:
     error name where the verifier left no reward, else what the reward lacked."""
     if result.passed:
         return None
+    if any(not g.passed for g in result.trajectory):  # a guardrail, whatever the reward
+        return "trajectory"
     if result.rewards is None:
         if result.reward_error:
             return result.reward_error.partition(":")[0]

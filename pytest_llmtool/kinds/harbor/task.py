@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmtool.kinds.harbor.config import StepConfig, TaskConfig
+from pytest_llmtool.kinds.scenario.gates import Trajectory
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class HarborTask:
     category: str
     dataset: str | None = None
     steps: tuple[Step, ...] = ()
+    # `[[metadata.llmtool_trajectory]]`: assertions over the trial's calls (Harbor ignores it)
+    trajectory: tuple[Trajectory, ...] = ()
 
     @property
     def environment_dir(self) -> Path | None:

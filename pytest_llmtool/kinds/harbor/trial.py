@@ -30,6 +30,7 @@ from pytest_llmtool.kinds.harbor.agents import ADMIN, LOGS, AgentRun, TrialAgent
 from pytest_llmtool.kinds.harbor.config import VerifierConfig
 from pytest_llmtool.kinds.harbor.task import HarborTask, Step
 from pytest_llmtool.kinds.harbor.variants import install_variant, variant_note
+from pytest_llmtool.kinds.scenario.gates import trajectory_result
 from pytest_llmtool.records import (
     AgentTrace,
     ExceptionInfo,
@@ -48,6 +49,7 @@ from pytest_llmtool.sandbox.container.engine import (
 from pytest_llmtool.sandbox.container.images import ImageRef
 from pytest_llmtool.sandbox.container.limits import ContainerLimits
 from pytest_llmtool.sandbox.container.sandbox import ContainerSandbox
+from pytest_llmtool.trajectory.calls import calls_of
 
 TAIL_BYTES = 4096  # of test-stdout.txt, kept in the record for the report
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
@@ -163,6 +165,9 @@ async def run_trial(trial: Trial) -> HarborResult:
             await _copy_logs(container, trial.artifacts)
         finally:
             await sandbox.release()
+    turns = result.trace.turns if result.trace is not None else None
+    calls = calls_of(result.trace)
+    result.trajectory = [trajectory_result(gate, calls, turns) for gate in task.trajectory]
     result.duration_ms = round((time.perf_counter() - started) * 1000)
     return result
 

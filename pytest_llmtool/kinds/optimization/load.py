@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pytest_llmtool.inputs.lines import MAX_YAML_BYTES, read_head
 from pytest_llmtool.inputs.safe_yaml import (
@@ -30,6 +30,7 @@ from pytest_llmtool.inputs.safe_yaml import (
     schema_problems,
 )
 from pytest_llmtool.inputs.untrusted import nonprinting, shorten, wide_encoding
+from pytest_llmtool.kinds.scenario.gates import Trajectory
 from pytest_llmtool.sandbox.limits import limit_problems, task_limits
 
 _SHAPE = re.compile(rb"^(?:\xef\xbb\xbf)?optimization\s*:", re.MULTILINE)
@@ -102,6 +103,7 @@ class OptimizationTask(_Model):
     timeouts: Timeouts = Timeouts()
     min_speedup: float = 1.0
     limits: dict[str, int] = Field(default_factory=dict)  # `sandbox/limits.py`
+    trajectory: list[Trajectory] = Field(default_factory=list)  # guardrails on the agent's calls
 
     @property
     def id(self) -> str:
@@ -215,6 +217,21 @@ def _problems(data: Any, base: Path) -> list[str]:
     if patch is not None:
         found = _inside(base, patch, "optimization.solution.patch", want_dir=False)
         problems += [found] if found else []
+    return problems + _trajectory_problems(task.get("trajectory", []))
+
+
+def _trajectory_problems(entries: list[Any]) -> list[str]:
+    """What the schema cannot check of a trajectory assertion: its regexes, JSONPath and
+    assertion compile, and it has the arguments its kind needs."""
+    problems = []
+    for index, entry in enumerate(entries):
+        try:
+            Trajectory.model_validate(entry)
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = "".join(f".{f}" for f in error["loc"])
+                message = error["msg"].removeprefix("Value error, ")
+                problems.append(f"optimization.trajectory[{index}]{where}: {message}")
     return problems
 
 
@@ -247,4 +264,5 @@ def load_task(path: Path, max_bytes: int = MAX_YAML_BYTES) -> OptimizationTask |
         timeouts=Timeouts(**task.get("timeouts", {})),
         min_speedup=task.get("min_speedup", 1.0),
         limits=task_limits(task.get("limits", {})),
+        trajectory=[Trajectory.model_validate(t) for t in task.get("trajectory", [])],
     )

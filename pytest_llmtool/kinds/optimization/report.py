@@ -180,10 +180,19 @@ def markdown_details(report: EvalReport) -> list[str]:
         lines += [f"- Artifacts: {code(r.artifacts)}"]
         if r.tampered_files:
             lines += [f"- Tampered: {', '.join(code(f) for f in r.tampered_files)}"]
+        lines += [f"- {text(line)}" for line in trajectory_lines(r)]
         lines += [f"- Note: {text(note)}" for note in r.notes]
         lines += [""]
         lines += [*table(*benchmark_rows(m)), ""]
     return lines
+
+
+def trajectory_lines(r: OptimizationResult) -> list[str]:
+    """Each trajectory assertion's verdict, naming the call that broke it."""
+    return [
+        f"Trajectory {g.identifier}: {'held' if g.passed else 'FAILED'}: {g.message}"
+        for g in r.trajectory
+    ]
 
 
 def benchmark_rows(m: AgentTaskMetrics) -> tuple[list[str], list[list[str]]]:
@@ -217,6 +226,7 @@ def html_details(r: OptimizationResult) -> list[str]:
             if r.tampered_files
             else []
         ),
+        *(f"<p>{fragments.esc(line)}</p>" for line in trajectory_lines(r)),
         *(f"<p>Note: {fragments.esc(note)}</p>" for note in r.notes),
     ]
     parts = [fragments.fold("Speedups", "".join(said), section="speedups", is_open=True)]

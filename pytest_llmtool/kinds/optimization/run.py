@@ -44,6 +44,8 @@ from pytest_llmtool.kinds.optimization.metrics import (
     pytest_failed,
     snapshot_failed,
 )
+from pytest_llmtool.kinds.optimization.report import trajectory_lines
+from pytest_llmtool.kinds.scenario.gates import trajectory_result
 from pytest_llmtool.records import AgentTrace, OptimizationResult, PytestSummary, SnapshotSummary
 from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.sandbox import SandboxError, hostio
@@ -57,6 +59,7 @@ from pytest_llmtool.sandbox.isolated import Jail, make_jail
 from pytest_llmtool.sandbox.limits import Limits
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
 from pytest_llmtool.sandbox.workdir import WORKDIR_TOOL, WorkdirSandbox, agent_environment
+from pytest_llmtool.trajectory.calls import calls_of
 
 LOCK_NAME = "bench.lock"
 LOCK_POLL_S = 0.1  # how often an item waiting for the benchmark lock tries again
@@ -659,6 +662,10 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         trace=trace,
         notes=notes,
         tampered_files=tampered,
+        trajectory=[
+            trajectory_result(gate, calls_of(trace), trace.turns if trace else None)
+            for gate in task.trajectory
+        ],
         artifacts=str(run.root),
         duration_ms=round((time.perf_counter() - started) * 1000),
     )
@@ -669,7 +676,11 @@ def _x(value: float | None) -> str:
 
 
 def headline(result: OptimizationResult) -> str:
-    """The first line of a failure: the speedup, then why it is not a pass."""
+    """The first line of a failure: a broken trajectory guardrail, else the speedup, then
+    why it is not a pass."""
+    broken = [g for g in result.trajectory if not g.passed]
+    if broken:
+        return f"failed: {broken[0].identifier}: {broken[0].message}"
     m = result.metrics
     if m.fallback_to_baseline or not m.success:
         why = []
@@ -712,6 +723,7 @@ def failure_lines(result: OptimizationResult) -> list[str]:
         f"tests: {t.passed} passed, {t.failed} failed, {t.errors} errors; "
         "advantage (agent - oracle speedup) "
         + ("-" if m.agent_advantage is None else f"{m.agent_advantage:+.3f}"),
+        *trajectory_lines(result),
         *result.notes,
         f"artifacts: {result.artifacts}",
     ]

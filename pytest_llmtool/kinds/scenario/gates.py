@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from pytest_llmtool.inputs.json_assertions import (
     check_json_path,
@@ -26,6 +26,8 @@ from pytest_llmtool.inputs.json_assertions import (
 from pytest_llmtool.records import GateResult, InteractionMetrics, McpToolCall
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
+from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, evaluate, from_mapping
+from pytest_llmtool.trajectory.calls import Call
 
 _EXCERPT = 200  # characters of output or values quoted in a failure message
 _COMMAND_SHOWN = 80  # characters of a gate's command quoted in a message
@@ -128,6 +130,31 @@ class Script(_GateBase):
     timeout_secs: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
+class Trajectory(_GateBase):
+    """A trajectory assertion (`trajectory/assertions.py`) over the agent's structured
+    calls, spelled as in an optimization task's `trajectory:` list; checked at load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["trajectory"] = "trajectory"
+    assert_: str = Field(alias="assert")
+    pattern: str | list[str] | None = None  # `order` takes a list of regexes too
+    value: int | None = Field(default=None, strict=True)
+    tool: str | None = None
+    path: str | None = None
+    assertion: str | None = None
+
+    @model_validator(mode="after")
+    def _parses(self) -> Self:
+        _ = self.parsed
+        return self
+
+    @property
+    def parsed(self) -> TrajectoryAssertion:
+        fields = self.model_dump(by_alias=True, exclude={"type", "description"}, exclude_none=True)
+        return from_mapping(fields)
+
+
 Gate = Annotated[
     CommandSucceeds
     | CommandOutputContains
@@ -138,7 +165,8 @@ Gate = Annotated[
     | FileContains
     | FileMatches
     | NoTranscriptErrors
-    | Script,
+    | Script
+    | Trajectory,
     Field(discriminator="type"),
 ]
 
@@ -153,6 +181,10 @@ class GateContext:
     timeout: float = 30.0  # per gate command; script gates use their own timeout_secs
     jail: Jail | None = None  # the scenario item's sandbox (None: --llm-sandbox=none)
     mcp: McpCaller | None = None  # an MCP target's session, still open
+    # The agent's structured calls (`trajectory/calls.py`) and turns, for trajectory gates;
+    # None when the agent gave none (an external agent's plain transcript).
+    calls: list[Call] | None = None
+    turns: int | None = None
 
 
 class McpCaller(Protocol):
@@ -182,6 +214,16 @@ async def run_gate(gate: Gate, ctx: GateContext) -> GateResult:
         passed, message = await _evaluate(gate, ctx)
     except Exception as exc:
         passed, message = False, f"gate crashed: {type(exc).__name__}: {exc}"
+    return _result(gate, passed, message)
+
+
+def trajectory_result(gate: Trajectory, calls: list[Call] | None, turns: int | None) -> GateResult:
+    """A trajectory gate's result where there is no scenario run: an optimization or Harbor
+    task's `trajectory` list."""
+    return _result(gate, *check_trajectory(gate.parsed, calls, turns))
+
+
+def _result(gate: Gate, passed: bool, message: str) -> GateResult:
     # The author's description tells two gates of one type apart in every report.
     if gate.description:
         message = f"{gate.description}: {message}"
@@ -196,6 +238,8 @@ def identifier(gate: Gate) -> str:
     match gate:
         case NoTranscriptErrors():
             return gate.type
+        case Trajectory():
+            return trajectory_identifier(gate.parsed)
         case McpToolJsonPath():
             return f"{gate.type}({gate.tool})"
         case FileExists() | FileContains() | FileMatches():
@@ -225,6 +269,24 @@ async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
             return _no_transcript_errors(ctx.interaction)
         case Script():
             return await _script(gate, ctx)
+        case Trajectory():
+            return check_trajectory(gate.parsed, ctx.calls, ctx.turns)
+
+
+def trajectory_identifier(assertion: TrajectoryAssertion) -> str:
+    """`trajectory(forbidden:rm\\s+-rf)`: the assertion as a bash check spells it."""
+    return f"trajectory({assertion.spelling})"
+
+
+def check_trajectory(
+    assertion: TrajectoryAssertion, calls: list[Call] | None, turns: int | None
+) -> tuple[bool, str]:
+    """The assertion's verdict over the calls; one that cannot be decided (no structured
+    calls, unknown exit codes) fails closed, saying why, and is never a vacuous pass."""
+    verdict = evaluate(assertion, calls, turns)
+    if verdict.passed is None:
+        return False, f"undecided, so not a pass: {verdict.detail}"
+    return verdict.passed, verdict.detail
 
 
 async def _run(command: str, ctx: GateContext, timeout: float) -> tuple[ShellResult, str | None]:

@@ -233,9 +233,9 @@ def _semantic_problems(data: dict[str, Any], base: Path, rules: Rules) -> list[s
         # The gate models check their regexes, JSONPaths and assertions themselves.
         for error in exc.errors():
             index, _kind, *field = error["loc"]
-            where = ".".join(str(f) for f in field)
+            where = "".join(f".{f}" for f in field)  # none: the gate as a whole (trajectory)
             message = error["msg"].removeprefix("Value error, ")
-            problems.append(f"evaluation.gates[{index}].{where}: {message}")
+            problems.append(f"evaluation.gates[{index}]{where}: {message}")
     if target.get("kind") != "mcp":
         problems += [
             f"evaluation.gates[{i}]: mcp_tool_json_path needs an MCP target (target.kind: mcp)"

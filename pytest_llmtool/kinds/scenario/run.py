@@ -5,7 +5,9 @@ gates → judge. Every one of those commands (and an external agent) runs in the
 a bubblewrap sandbox, unless the run says `sandbox="none"`. The outcome: pass only if every
 guardrail holds (every gate, and `interaction.target_commands`: see `rules.py`) and, when the
 judge is enabled, the judge passes. The judge is not asked when a guardrail already failed:
-the outcome is decided, and the call would only cost money. The interaction figures never
+the outcome is decided, and the call would only cost money (the calls not made are counted,
+`judge_calls_saved`). That is all `--llm-judge-when=undecided` could skip here: with every
+guardrail held, the judge's verdict is the outcome. The interaction figures never
 decide anything; which rules compute them and the composite is the run's `rules`.
 
 An MCP target (`mcp_target.py`) is reached before the agent starts and stays connected
@@ -91,6 +93,7 @@ from pytest_llmtool.sandbox.workdir import (
     agent_environment,
     system_prompt,
 )
+from pytest_llmtool.trajectory.calls import calls_of
 
 if TYPE_CHECKING:
     from pytest_llmtool.agents.installed.runner import CliRun
@@ -924,18 +927,29 @@ async def _run_and_evaluate(
             f"(not offered): {', '.join(mcp.record.undeclared_tools)}"
         )
 
-    context = GateContext(workdir, envs.harness, interaction, jail=jail, mcp=mcp)
+    session = _mcp_record(mcp, cli.reading.mcp_calls if cli is not None else None)
+    context = GateContext(
+        workdir,
+        envs.harness,
+        interaction,
+        jail=jail,
+        mcp=mcp,
+        calls=calls_of(trace, session),
+        turns=trace.turns if trace is not None else None,
+    )
     gates = await run_gates(scenario.gates, context)
     judge_cfg = scenario.judge if scenario.judge and scenario.judge.enabled else None
     # The guardrails: every gate, and the interaction evidence (`rules.interaction_failure`).
     guardrails_held = all(g.passed for g in gates) and interaction_failure is None
     judge_verdict: str | None = None
     verdict: PanelVerdict | None = None
+    saved = 0  # the judge calls a failed guardrail made needless
     if judge_cfg is not None and judge_cfg.tool is not None:
         notes.append(judge_tool_note(judge_cfg.tool, run.judges))
     if judge_cfg is not None:
         if not guardrails_held:
             judge_verdict = "judge not asked: a guardrail already failed"
+            saved = len(run.judges) * run.judge_samples  # none without a judge model
         elif not run.judges:
             judge_verdict = "judge not run: no judge model (--llm-judge-model)"
         else:
@@ -1003,8 +1017,9 @@ async def _run_and_evaluate(
         tier=scenario.tier,
         evaluation=evaluation,
         trace=trace,
-        mcp=_mcp_record(mcp, cli.reading.mcp_calls if cli is not None else None),
+        mcp=session,
         judge_calls=list(verdict.calls) if verdict else [],
+        judge_calls_saved=saved,
         notes=notes,
         artifacts=str(artifacts),
         duration_ms=round((time.perf_counter() - started) * 1000),
