@@ -41,8 +41,10 @@ def _figures(rate: dict[str, Any] | None) -> list[str]:
 
 
 def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
-    """One row per run and model; a run's own columns on its first row only."""
+    """One row per run and model; a run's own columns on its first row only; with a run
+    of trials, each model's tasks meeting the per-task rule."""
     runs = history.runs(args.db)
+    rule = any(met for run in runs for met in run["tasks_met"].values())
     rows = []
     for run in runs:
         own = [
@@ -55,8 +57,11 @@ def _list(args: argparse.Namespace) -> tuple[Any, list[str]]:
         for n, model in enumerate(run["models"] or ["-"]):
             cells = own if n == 0 else [""] * len(own)
             figures = _figures(run["pass_rate"].get(model))
+            if rule:
+                met = run["tasks_met"].get(model)
+                figures.append("-" if met is None else met["shown"])
             rows.append([*cells[:3], model, *figures, *cells[3:]])
-    headers = ["Run", "Started", "Datasets", "Model", *FIGURES, "Items", "Exit"]
+    headers = ["Run", "Started", "Datasets", "Model", *FIGURES, *["Tasks"] * rule, "Items", "Exit"]
     return runs, format_table(headers, rows, left=4)
 
 
@@ -101,6 +106,13 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
         ]
         for item in run["items"]
     ]
+    if run["task_verdicts"]:
+        verdicts = [
+            [v["task"], v["model"], v["verdict"].upper(), v["shown"], "flaky" * v["flaky"]]
+            for v in run["task_verdicts"]
+        ]
+        headers = ["Task", "Model", f"Verdict ({run['task_rule']})", "Passed", "Flaky"]
+        lines += ["", *format_table(headers, verdicts, left=3)]
     lines += ["", *format_table(["Item", "Outcome", "Score", "Cost"], items)]
     return run, lines
 

@@ -279,10 +279,13 @@ def test_a_version_2_run_stored_as_text_is_still_read_and_new_runs_are_compresse
     pytester.runpytest("--llm-model=oracle", "--llm-report=out")
     db = _db(pytester)
     text = (pytester.path / "out" / "report.json").read_text()
-    # As a version 2 plugin left it: the report as text, no figures column.
+    # As a version 2 plugin left it: the report as text, no figures column (nor the task
+    # verdicts' column and table of version 5).
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET report = ?", (text,))
         conn.execute("ALTER TABLE runs DROP COLUMN figures")
+        conn.execute("ALTER TABLE runs DROP COLUMN task_rule")
+        conn.execute("DROP TABLE task_verdicts")
         conn.execute("UPDATE schema_version SET version = 2")
     assert history.load_report(db, 1)[1] == EvalReport.model_validate_json(text)
     result = pytester.runpytest("--llm-model=oracle", "--llm-baseline=1")

@@ -3,7 +3,8 @@ May import: everything up to `kinds`.
 
 Run history: every run appended to a SQLite database (`--llm-history`).
 
-One row per run (its whole `EvalReport` JSON among them, zlib-compressed) and one per item.
+One row per run (its whole `EvalReport` JSON among them, zlib-compressed), one per item, and,
+with trials, one per task and model for its verdict over them (`TaskVerdict`).
 The controller writes it once, at session finish, in one transaction; WAL and a busy timeout
 let two runs finish at once. The database carries its schema version: each step of
 `MIGRATIONS` brings it one version up, and a database from a newer plugin is refused rather
@@ -105,8 +106,35 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN figures TEXT")  # JSON: see `_stored`
 
 
+def _v5(db: sqlite3.Connection) -> None:
+    """Each task's verdict over its trials and the run's per-task rule (`--llm-task-pass`),
+    so `list` counts the tasks meeting it without reading every report; runs recorded
+    before have none (their reports have none either)."""
+    db.execute("ALTER TABLE runs ADD COLUMN task_rule TEXT")
+    db.execute(
+        """CREATE TABLE task_verdicts (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            model TEXT NOT NULL,
+            task TEXT NOT NULL,  -- node id without the trial suffix
+            task_id TEXT NOT NULL,
+            category TEXT NOT NULL,
+            trials INTEGER NOT NULL,
+            need INTEGER NOT NULL,
+            passed INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            errored INTEGER NOT NULL,
+            not_needed INTEGER NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail', 'undecided')),
+            reason TEXT NOT NULL,
+            flaky INTEGER NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX task_verdicts_by_run ON task_verdicts (run_id, model)")
+
+
 # Step n brings a database from version n to n + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 VERSION = len(MIGRATIONS)
 
 
@@ -318,8 +346,31 @@ def append(
             for model in sorted(tally, key=lambda m: (order.get(m, len(order)), m))
         ]
         db.execute(
-            "UPDATE runs SET kinds = ?, items = ?, figures = ? WHERE id = ?",
-            (json.dumps(sorted(seen)), count, json.dumps(figures), run_id),
+            "UPDATE runs SET kinds = ?, items = ?, figures = ?, task_rule = ? WHERE id = ?",
+            (json.dumps(sorted(seen)), count, json.dumps(figures), report.task_rule, run_id),
+        )
+        db.executemany(
+            "INSERT INTO task_verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    run_id,
+                    v.kind,
+                    v.model,
+                    v.task,
+                    v.task_id,
+                    v.category,
+                    v.trials,
+                    v.need,
+                    v.passed,
+                    v.failed,
+                    v.errored,
+                    v.not_needed,
+                    v.verdict,
+                    v.reason,
+                    int(v.flaky),
+                )
+                for v in report.task_verdicts
+            ),
         )
     return run_id
 
@@ -518,15 +569,41 @@ def _item_counts(db: sqlite3.Connection, run_ids: Sequence[int]) -> dict[int, di
     return found
 
 
+def _task_counts(db: sqlite3.Connection, version: int) -> dict[int, dict[str, list[int]]]:
+    """Per run and model: its tasks with a verdict, those meeting the rule, those undecided
+    (none in a database from before version 5)."""
+    found: dict[int, dict[str, list[int]]] = defaultdict(dict)
+    if version < 5:
+        return found
+    for run_id, model, tasks, met, undecided in db.execute(
+        "SELECT run_id, model, COUNT(*), SUM(verdict = 'pass'), SUM(verdict = 'undecided')"
+        " FROM task_verdicts GROUP BY run_id, model"
+    ):
+        found[run_id][model] = [tasks, met, undecided]
+    return found
+
+
+def _tasks_met(rule: str | None, counts: list[int] | None) -> dict[str, Any] | None:
+    """A model's tasks against the run's per-task rule as the commands give them: `shown`
+    is "9/10 meet 8/10" (with the undecided, which never meet it, named)."""
+    if rule is None or counts is None:
+        return None
+    tasks, met, undecided = counts
+    shown = f"{met}/{tasks} meet {rule}" + (f" ({undecided} undecided)" if undecided else "")
+    return {"rule": rule, "tasks": tasks, "met": met, "undecided": undecided, "shown": shown}
+
+
 def runs(path: Path) -> list[dict[str, Any]]:
     """Every run, oldest first: when, its datasets (the files its items came from), models,
-    items, exit status, and each model's figures (`rate`) as the run's outputs showed them."""
+    items, exit status, each model's figures (`rate`) as the run's outputs showed them and,
+    with trials, its tasks meeting the per-task rule (`tasks_met`)."""
     with reading(path) as (db, version):
         rows = db.execute(
             "SELECT id, started, finished, exit_status, models, items,"
-            f" {_columns(version).split(',')[0]}, {'figures' if version >= 4 else 'NULL'}"
-            " FROM runs ORDER BY id"
+            f" {_columns(version).split(',')[0]}, {'figures' if version >= 4 else 'NULL'},"
+            f" {'task_rule' if version >= 5 else 'NULL'} FROM runs ORDER BY id"
         ).fetchall()
+        verdicts = _task_counts(db, version)
         files = db.execute(
             "SELECT DISTINCT run_id, substr(nodeid, 1, instr(nodeid, '::') - 1) FROM results"
             " ORDER BY 1, 2"
@@ -536,7 +613,7 @@ def runs(path: Path) -> list[dict[str, Any]]:
     for run_id, file in files:
         datasets.setdefault(run_id, []).append(file)
     listed = []
-    for run_id, started, finished, exit_status, models, items, complete, stored in rows:
+    for run_id, started, finished, exit_status, models, items, complete, stored, rule in rows:
         names = _loads(path, run_id, "models", models)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise HistoryError(f"{path}: run {run_id} is damaged (its models)")
@@ -556,6 +633,7 @@ def runs(path: Path) -> list[dict[str, Any]]:
                 # False: a partial run; None: recorded before runs said so.
                 "complete": None if complete is None else bool(complete),
                 "pass_rate": {m: rate(figures.get(m)) for m in names},
+                "tasks_met": {m: _tasks_met(rule, verdicts[run_id].get(m)) for m in names},
             }
         )
     return listed
@@ -635,5 +713,7 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
         },
         "gate": report.gate,
         "pass_rate": {m: rate(figures.get(m)) for m in models},
+        "task_rule": report.task_rule,
+        "task_verdicts": [v.model_dump(mode="json") for v in report.task_verdicts],
         "items": rows,
     }

@@ -28,10 +28,11 @@ import pytest
 
 from pytest_llmtool import history
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.records import SCHEMA_VERSION, BaselineComparison, EvalReport
+from pytest_llmtool.records import SCHEMA_VERSION, BaselineComparison, EvalReport, TaskVerdict
 from pytest_llmtool.report.terminal import format_table
 from pytest_llmtool.stats import baseline, intervals
 from pytest_llmtool.stats.outcomes import Outcome, outcomes
+from pytest_llmtool.stats.task_verdicts import below_rule
 
 Found = tuple[str, int | None, EvalReport]  # (source, history run id, report)
 
@@ -54,7 +55,9 @@ def _refuse_newer(text: str, where: str) -> None:
         )
 
 
-METRICS = ("pass_rate", "weighted_rate")
+METRICS = ("pass_rate", "weighted_rate", "tasks_passed", "tasks_failed", "pass_hat_k")
+# Judged from the per-task verdicts over trials (`report.task_verdicts`): they need trials.
+TASK_METRICS = ("tasks_passed", "tasks_failed", "pass_hat_k")
 _THRESHOLD = re.compile(
     r"(?P<metric>\w+)(?:\[(?P<scope>[^\]]*)\])?(?::(?P<bound>point|upper))?=(?P<value>\S+)"
 )
@@ -76,20 +79,34 @@ class Threshold:
     kind: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> Threshold:
-        """A usage error names the bad part; VALUE is a fraction (0.8) or a percentage (80%)."""
+    def parse(cls, text: str, trials: int | None = None) -> Threshold:
+        """A usage error names the bad part; VALUE is a fraction (0.8) or a percentage (80%),
+        a count of tasks for `tasks_failed`. With `trials` 1, a metric of the per-task
+        verdicts is a usage error: there are none to judge."""
         found = _THRESHOLD.fullmatch(text)
         if found is None or found["metric"] not in METRICS:
             raise pytest.UsageError(
                 f"--llm-fail-under: expected METRIC[SCOPE][:upper]=VALUE with METRIC one of "
                 f"{', '.join(METRICS)}, got {text!r}"
             )
+        if trials == 1 and found["metric"] in TASK_METRICS:
+            raise pytest.UsageError(
+                f"--llm-fail-under: {text!r}: {found['metric']} judges per-task verdicts over "
+                "trials: it needs --llm-trials above 1"
+            )
         raw = found["value"]
-        try:
-            value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-        except ValueError:
-            value = math.nan
-        if not 0 <= value <= 1:
+        if found["metric"] == "tasks_failed":
+            if not (raw.isascii() and raw.isdigit()):  # `²` is a digit to isdigit
+                raise pytest.UsageError(
+                    f"--llm-fail-under: {text!r}: tasks_failed is a count of tasks (0, 1, ...)"
+                )
+            value = float(raw)
+        else:
+            try:
+                value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+            except ValueError:
+                value = math.nan
+        if not 0 <= value <= 1 and found["metric"] != "tasks_failed":
             raise pytest.UsageError(
                 f"--llm-fail-under: {text!r}: the value must be within 0..1 or 0%..100%"
             )
@@ -104,8 +121,12 @@ class Threshold:
             scope[key] = name
         return cls(text, found["metric"], value, found["bound"] == "upper", **scope)
 
-    def judge(self, rows: Sequence[Outcome], model: str) -> tuple[bool | None, str]:
+    def judge(
+        self, rows: Sequence[Outcome], model: str, verdicts: Sequence[TaskVerdict] = ()
+    ) -> tuple[bool | None, str]:
         """Whether `model` is below the bar (None: nothing scored to judge), and the line."""
+        if self.metric in TASK_METRICS:
+            return self._judge_tasks(verdicts, model)
         rows = [
             r
             for r in rows
@@ -140,6 +161,75 @@ class Threshold:
             f"[{found.low:.1%}-{found.high:.1%}] {'<' if below else '>='} {self.value:.1%}"
         )
 
+    def _judge_tasks(self, verdicts: Sequence[TaskVerdict], model: str) -> tuple[bool | None, str]:
+        """A metric of the per-task verdicts. Undecided tasks count against the bar (as
+        failed, as not passed: the gate fails closed) and are named with the failed ones."""
+        verdicts = [
+            v
+            for v in verdicts
+            if v.model == model
+            and (self.category is None or v.category == self.category)
+            and (self.kind is None or v.kind == self.kind)
+        ]
+        where = "".join(
+            f" {k} {v}" for k, v in (("category", self.category), ("kind", self.kind)) if v
+        )
+        if not verdicts:
+            return None, f"{model}{where}: no task verdicts to judge {self.text}"
+        rule = f"{verdicts[0].need}/{verdicts[0].trials}"
+        named = f" (below {rule}: {below_rule(verdicts)})" if below_rule(verdicts) else ""
+        if self.metric == "tasks_failed":
+            failing = sum(v.verdict != "pass" for v in verdicts)
+            below = failing > self.value
+            return below, (
+                f"{model}{where}: tasks_failed {failing}/{len(verdicts)} "
+                f"{'>' if below else '<='} {int(self.value)}{named}"
+            )
+        if self.metric == "pass_hat_k":
+            return self._judge_pass_hat_k(verdicts, f"{model}{where}", named)
+        found = intervals.pass_rate({v.task: [v.verdict == "pass"] for v in verdicts})
+        if found is None:
+            return None, f"{model}{where}: {self.metric} cannot be estimated for {self.text}"
+        met = sum(v.verdict == "pass" for v in verdicts)
+        told = f"{met}/{len(verdicts)} ({found.estimate:.1%})"
+        judged = found.high if self.upper else found.estimate
+        below = judged < self.value
+        if self.upper:
+            told += f", upper bound {found.high:.1%}"
+        return below, (
+            f"{model}{where}: {self.metric} {told} {'<' if below else '>='} {self.value:.1%}{named}"
+        )
+
+    def _judge_pass_hat_k(
+        self, verdicts: Sequence[TaskVerdict], who: str, named: str
+    ) -> tuple[bool | None, str]:
+        """pass^N over tasks. A task with fewer than N scored trials has no pass^N: it is
+        judged both ways (as 0 and as 1), and only a bar both readings agree on is decided."""
+        n = verdicts[0].trials
+        known = [v.pass_hat_k[n] for v in verdicts if n in v.pass_hat_k]
+        missing = len(verdicts) - len(known)
+        readings = []
+        for fill in (0.0, 1.0) if missing else (0.0,):
+            values = known + [fill] * missing
+            found = intervals.mean(values, clustered=True)  # as the trials table's pass^k
+            if found is None:
+                return None, f"{who}: pass_hat_k cannot be estimated for {self.text}"
+            readings.append(found)
+        judged = [r.high if self.upper else r.estimate for r in readings]
+        told = f"pass^{n} " + (
+            f"upper bound {readings[0].high:.1%}" if self.upper else f"{readings[0].estimate:.1%}"
+        )
+        told += f" [{readings[0].low:.1%}-{readings[0].high:.1%}] over {len(verdicts)} tasks"
+        if missing:
+            told += (
+                f" ({missing} with fewer than {n} scored trials counted as 0; "
+                f"as 1: {judged[-1]:.1%})"
+            )
+        if (min(judged) < self.value) != (max(judged) < self.value):
+            return None, f"{who}: {told}: undecided against {self.value:.1%}{named}"
+        below = judged[0] < self.value
+        return below, f"{who}: {told} {'<' if below else '>='} {self.value:.1%}{named}"
+
 
 class RegressionGate:
     """Resolves the baseline when the run starts (a bad REF is a usage error before anything
@@ -170,6 +260,7 @@ class RegressionGate:
         self.status: int | None = None
         # `report.gate`, as the last line of the terminal says it too.
         self.said: str | None = None
+        self.verdicts: Sequence[TaskVerdict] = ()  # the report's, while it is judged
         if isinstance(ref, Path):
             try:
                 text = ref.read_text(encoding="utf-8")
@@ -242,6 +333,7 @@ class RegressionGate:
             comparison.passed_over = self.passed_over
             comparison.model_change_allowed = self.allow_model_change
             report.baseline = self.comparison = comparison
+        self.verdicts = report.task_verdicts
         self.status = self._status(current, models, session, exitstatus)
         report.metadata.exit_status = self.status
         report.gate = self.said = self._sentence(exitstatus)
@@ -269,7 +361,7 @@ class RegressionGate:
         unknown: list[str] = []
         for threshold in self.thresholds:
             for model in [threshold.model] if threshold.model else models:
-                verdict, line = threshold.judge(current, model)
+                verdict, line = threshold.judge(current, model, self.verdicts)
                 self.threshold_lines.append(line)
                 if verdict is None:
                     unknown.append(line)

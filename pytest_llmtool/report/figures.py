@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_llmtool.records import AgentTrace, EvalReport, Interval, ItemResult, LLMCallMetrics
+from pytest_llmtool.records import (
+    AgentTrace,
+    EvalReport,
+    Interval,
+    ItemResult,
+    LLMCallMetrics,
+    TaskVerdict,
+)
 from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.stats import intervals
+from pytest_llmtool.stats.task_verdicts import verdict_name
 
 # What every output says in place of a rate when a model has no scored item (a provider that
 # is down, every item errored or stopped): a rate over nothing would read as 0%.
@@ -35,6 +43,8 @@ class ModelFigures:
     rate: Interval | None
     errors: int
     failed: list[str]
+    # With a per-task rule: how many of `failed` are undecided, not shown to fall short.
+    undecided: int = 0
 
     @property
     def shown_rate(self) -> str:
@@ -93,7 +103,19 @@ class Tally:
             errors[error.model] += 1
         named = [m.name for m in report.metadata.models]
         others = sorted({*self.by_model, *errors} - {*named})
-        return [figures_of(m, self.by_model[m], errors[m]) for m in [*named, *others]]
+        figures = [figures_of(m, self.by_model[m], errors[m]) for m in [*named, *others]]
+        return [_by_rule(f, report.task_verdicts) for f in figures]
+
+
+def _by_rule(figures: ModelFigures, verdicts: Sequence[TaskVerdict]) -> ModelFigures:
+    """With a per-task rule (`--llm-task-pass`), a task fails when it does not meet it (an
+    undecided task included: nothing shows it met), not by the majority of its attempts."""
+    own = [v for v in verdicts if v.model == figures.model]
+    if not own:
+        return figures
+    failed = [verdict_name(v, own) for v in own if v.verdict != "pass"]
+    undecided = sum(v.verdict == "undecided" for v in own)
+    return replace(figures, failed=failed, undecided=undecided)
 
 
 def figures_of(

@@ -23,20 +23,29 @@ def headline_lines(report: EvalReport, figures: list[ModelFigures] | None = None
     lines = [report.partial] if report.partial else []
     if len(figures) != 1 and not any(f.scored for f in figures):  # one model's line says it
         lines.append(f"{NOTHING_SCORED.capitalize()}.")
-    lines += [_model_line(f, costs) for f in figures]
+    lines += [_model_line(f, costs, report.task_rule) for f in figures]
     lines += cost_notes(report)
     lines += verdict_lines(report)
     lines += [report.gate] if report.gate else []
     return lines
 
 
-def _model_line(f: ModelFigures, costs: dict[str, float | None]) -> str:
+def _model_line(f: ModelFigures, costs: dict[str, float | None], rule: str | None) -> str:
     parts = []
     if f.scored:
         parts.append(f"{f.passed}/{f.scored} items passed, pass rate {f.shown_rate}")
         tasks = "task" if f.tasks == 1 else "tasks"
         failed = len(f.failed)
-        parts.append(f"{failed} of {f.tasks} {tasks} failed" if failed else f"no {tasks} failed")
+        if rule is None:
+            parts.append(
+                f"{failed} of {f.tasks} {tasks} failed" if failed else f"no {tasks} failed"
+            )
+        elif not failed:
+            parts.append(f"all {f.tasks} {tasks} met the {rule} rule")
+        else:
+            # An undecided task is below the rule (nothing shows it met it), never "failed".
+            open_ = f" ({f.undecided} undecided)" if f.undecided else ""
+            parts.append(f"{failed} of {f.tasks} {tasks} below the {rule} rule{open_}")
     else:
         parts.append(NOTHING_SCORED)
     if f.errors:

@@ -52,6 +52,7 @@ from pytest_llmtool.records import (
 from pytest_llmtool.report import Writer
 from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.report.trace_view import agent_line, final_words
+from pytest_llmtool.stats.outcomes import task_of
 
 if TYPE_CHECKING:
     from inspect_ai._util.content import Content
@@ -490,6 +491,8 @@ class InspectLogWriter(Writer):
         run_id = uuid.uuid4().hex
         self.directory.mkdir(parents=True, exist_ok=True)
         written = []
+        # Each trial's sample carries its task's verdict over the trials (`--llm-task-pass`).
+        verdicts = {(v.model, v.task): v for v in report.task_verdicts}
         for kind, field in KIND_RESULTS:
             logs: dict[str, _Log] = {}
             results: Sequence[ItemResult] = getattr(report, field)
@@ -498,6 +501,9 @@ class InspectLogWriter(Writer):
                 sample = _result_sample(
                     result, kind, names.get(result.model, result.model), report.setups
                 )
+                verdict = verdicts.get((result.model, task_of(result.nodeid, result.trial)))
+                if verdict is not None and sample.metadata is not None:
+                    sample.metadata["task_verdict"] = verdict.model_dump(mode="json")
                 log.add(sample_key(result.nodeid, result.model, result.trial), sample)
             for error in report.errors:
                 # A bad dataset line has no model: no model ran it.

@@ -4,7 +4,9 @@
 and what the exit status means. `matrix` has a row per task, or task and variant (a guidance
 document, a tool mode: its node id without the model in its bracket), and a column per
 model; each cell links to the item's row in the results table, and rows where the models
-disagree come first.
+disagree come first. With trials, a cell shows the task's verdict over them (`TaskVerdict`,
+`--llm-task-pass`): passed k of N, the trials not needed or errored, and pass, fail or
+undecided; an undecided task is never styled or filtered as a pass.
 
 The filter above the matrix is CSS only (radio buttons read by `:has()` rules): the page runs
 no script but pytest-html's own. It narrows the matrix by category, by what each column did
@@ -22,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from pytest_llmtool.records import EvalReport
+from pytest_llmtool.records import EvalReport, TaskVerdict
 from pytest_llmtool.report.comparisons import uncompared_note
 from pytest_llmtool.report.exit_status import exit_line
 from pytest_llmtool.report.figures import model_figures
 from pytest_llmtool.report.fragments import esc
 from pytest_llmtool.report.headline import headline_lines
-from pytest_llmtool.stats.outcomes import Outcome, optimization_outcomes, outcomes, task_of
+from pytest_llmtool.stats.outcomes import Outcome, optimization_outcomes, outcomes
 
 if TYPE_CHECKING:
     from pytest_llmtool.kinds import Kind
@@ -64,23 +66,29 @@ def banner(report: EvalReport) -> str:
 
 @dataclass
 class Row:
-    """One task: its category and, per column, its attempts (node id, passed, score)."""
+    """One task: its category and, per column, its attempts (node id, passed, score) and
+    its verdict over them when the run had trials."""
 
     task: str
     category: str
     cells: dict[str, list[Outcome]] = field(default_factory=dict)
+    verdicts: dict[str, TaskVerdict] = field(default_factory=dict)
+
+    def state(self, column: str) -> str:
+        """The cell's state: its task's verdict where it has one, else its attempts'."""
+        verdict = self.verdicts.get(column)
+        return verdict.verdict if verdict is not None else state(self.cells[column])
 
 
-def _split(outcome: Outcome) -> tuple[str, str]:
+def _split(task: str, model: str) -> tuple[str, str]:
     """(row, column): the node id without the trial suffix, cut at its last bracket; the
     column is the bracket's model, and the rest of the bracket (a guidance document, a tool
     mode: `haiku-v1`) stays in the row's name (`task[v1]`). A column per model and variant
     would leave most cells of a run with a few variants empty."""
-    task = task_of(outcome.nodeid, outcome.trial)
     at = task.rfind("[")
     if at < 0 or not task.endswith("]"):
-        return task, outcome.model or NO_MODEL
-    bracket, model = task[at + 1 : -1], outcome.model
+        return task, model or NO_MODEL
+    bracket = task[at + 1 : -1]
     if model and bracket.startswith(f"{model}-"):
         return f"{task[:at]}[{bracket[len(model) + 1 :]}]", model
     return task[:at], bracket
@@ -93,10 +101,18 @@ def rows_and_columns(
     task within each) and its columns in the order first seen."""
     rows: dict[str, Row] = {}
     columns: dict[str, None] = {}
+    verdicts = {(v.model, v.task): v for v in report.task_verdicts}
     for outcome in [*outcomes(report, kinds), *optimization_outcomes(report)]:
-        task, column = _split(outcome)
+        task, column = _split(outcome.task, outcome.model)
         row = rows.setdefault(task, Row(task, outcome.category or NO_CATEGORY))
         row.cells.setdefault(column, []).append(outcome)
+        columns.setdefault(column)
+    # Each verdict joins its task's cell; a task with no result (every trial stopped) gets one.
+    for verdict in verdicts.values():
+        task, column = _split(verdict.task, verdict.model)
+        row = rows.setdefault(task, Row(task, verdict.category or NO_CATEGORY))
+        row.verdicts[column] = verdict
+        row.cells.setdefault(column, [])
         columns.setdefault(column)
     return sorted(rows.values(), key=lambda r: (_rank(r), r.task)), list(columns)
 
@@ -111,27 +127,36 @@ def state(attempts: Sequence[Outcome]) -> str:
 
 
 def _rank(row: Row) -> int:
-    states = {state(a) == "pass" for a in row.cells.values()}
+    states = {row.state(column) == "pass" for column in row.cells}
     if len(states) > 1:
         return 0  # the models disagree
     return 1 if False in states else 2
 
 
-def _cell(attempts: Sequence[Outcome] | None) -> str:
-    if not attempts:
+def _cell(attempts: Sequence[Outcome] | None, verdict: TaskVerdict | None = None) -> str:
+    if attempts is None:
         return '<td class="llm-none">-</td>'
     shown = state(attempts)
-    if len(attempts) == 1:
+    title = mark = ""
+    if verdict is not None:
+        shown = verdict.verdict
+        text = f"{shown.upper()} {verdict.shown}"
+        mark = ' <span class="llm-flaky">flaky</span>' if verdict.flaky else ""
+        said = f"{verdict.passed} of {verdict.trials} passed, {verdict.need} needed"
+        title = f' title="{esc(said + (f": {verdict.reason}" if verdict.reason else ""))}"'
+    elif len(attempts) == 1:
         (one,) = attempts
         text = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[shown]
         if one.score is not None and one.max_score is not None:
             text += f" {one.score:g}/{one.max_score:g}"
     else:
         text = f"{sum(1 for a in attempts if a.passed)}/{len(attempts)} passed"
+    if not attempts:  # a verdict with no result to open
+        return f'<td class="llm-{shown}"{title}>{esc(text)}{mark}</td>'
     # The first attempt that did not pass: the one worth reading.
     target = next((a for a in attempts if not a.passed), attempts[0])
     href = "#" + quote(target.nodeid, safe="")
-    return f'<td class="llm-{shown}"><a href="{esc(href)}">{esc(text)}</a></td>'
+    return f'<td class="llm-{shown}"{title}><a href="{esc(href)}">{esc(text)}</a>{mark}</td>'
 
 
 def _radio(name: str, ident: str, label: str, checked: bool = False) -> str:
@@ -189,15 +214,15 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
     for row in rows:
         present = {c: row.cells.get(c) for c in columns}
         marks = [tag(row.category)]
-        passing = {state(a) == "pass" for a in present.values() if a}
+        passing = {row.state(c) == "pass" for c, a in present.items() if a is not None}
         if len(passing) > 1:
             marks.append("llm-split")
         if False in passing:
             marks.append("llm-anyfail")
-        for n, attempts in enumerate(present.values()):
-            if attempts:
-                marks.append(f"p{n}" if state(attempts) == "pass" else f"f{n}")
-        cells = "".join(_cell(a) for a in present.values())
+        for n, (column, attempts) in enumerate(present.items()):
+            if attempts is not None:
+                marks.append(f"p{n}" if row.state(column) == "pass" else f"f{n}")
+        cells = "".join(_cell(a, row.verdicts.get(c)) for c, a in present.items())
         body.append(
             f'<tr class="llm-row {" ".join(marks)}"><th>{esc(row.task)}</th>'
             f"<td>{esc(row.category)}</td>{cells}</tr>"
@@ -213,6 +238,12 @@ def matrix(report: EvalReport, kinds: Sequence[Kind[Any, Any]] = ()) -> str:
         f"{len(columns)} {'column' if len(columns) == 1 else 'columns'}; "
         f"{split} where they disagree, listed first. A cell opens its row below.</p>"
     )
+    if report.task_rule and report.task_verdicts:
+        said += (
+            f'<p class="llm-rule">Per-task rule {esc(report.task_rule)}: a cell with trials '
+            "shows its task's verdict and k/N passed; UNDECIDED (errored or missing trials) "
+            "is not a pass; trials skipped once the verdict was known are not needed.</p>"
+        )
     return (
         f'<div class="llm-triage">{said}<div class="llm-filter">{show}{category}'
         f"{per_column}</div><style>{chr(10).join(rules)}</style>{table}</div>"

@@ -111,6 +111,11 @@ footer { order: 4; }
 .llm-matrix td.llm-pass a { color: #0a6e0a; }
 .llm-matrix td.llm-fail a, .llm-matrix td.llm-error a { color: #b00020; font-weight: bold; }
 .llm-matrix tr.llm-split th { font-weight: bold; }
+.llm-matrix td.llm-undecided { background: #fff4d6; }
+.llm-matrix td.llm-undecided a { color: #7a4b00; font-style: italic; }
+.llm-matrix .llm-flaky { color: #7a4b00; font-size: 10px; border: 1px solid #d9a400;
+  border-radius: 3px; padding: 0 2px; }
+.llm-rule { font-size: 12px; color: #444; }
 .llmtool-more > details > summary { font-size: 15px; padding: 4px 0; }
 </style>"""
 
