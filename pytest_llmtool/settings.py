@@ -81,8 +81,8 @@ OPTIONS = (
         "WHAT",
         "off",
         "skip the trials that can no longer change a verdict: tasks (a task's rule is "
-        "decided), compare (an anytime-valid comparison of two models, or of the run and its "
-        "baseline, is decided), or both (the bare flag)",
+        "decided), compare (an anytime-valid comparison of the run's models is decided), "
+        "or both (the bare flag)",
         const="tasks,compare",
     ),
     OptionDef("llm_report", "DIR", "", "write report.json and report.md into DIR"),

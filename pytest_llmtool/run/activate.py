@@ -28,13 +28,22 @@ from pytest_llmtool.report import (
     Writer,
 )
 from pytest_llmtool.run.compact import SHARING_KEY, ReportSharing
+from pytest_llmtool.run.early_stop import install as install_early_stop
 from pytest_llmtool.run.explain import EXPLAIN_KEY, CollectExplainer
 from pytest_llmtool.run.heap import thaw
 from pytest_llmtool.run.hosts import HostsController, HostsWorker
 from pytest_llmtool.run.items import LlmFile
 from pytest_llmtool.run.outputs import claim as claim_outputs
 from pytest_llmtool.run.resume import install as install_resume
-from pytest_llmtool.run.roles import KINDS_KEY, WRITERS_KEY, Controller, Runner, redactor
+from pytest_llmtool.run.roles import (
+    ERROR_ATTR,
+    KINDS_KEY,
+    RESULT_ATTR,
+    WRITERS_KEY,
+    Controller,
+    Runner,
+    redactor,
+)
 from pytest_llmtool.run.signals import TermAsInterrupt
 from pytest_llmtool.run.state import STATE_KEY, RunState
 from pytest_llmtool.sandbox.container.reaper import reap
@@ -102,6 +111,7 @@ def activate(config: pytest.Config) -> None:
         reap()  # before any worker starts: containers a killed run left
     # Before anything starts: a journal that cannot be resumed is a usage error.
     install_resume(config, settings, controller)
+    install_early_stop(config, settings, config.stash[KINDS_KEY], (RESULT_ATTR, ERROR_ATTR))
     config.pluginmanager.register(Runner(), "llmtool-runner")
     if worker is not None:
         worker.attach(budget)
@@ -142,7 +152,7 @@ def activate(config: pytest.Config) -> None:
                 settings.history,
                 settings.fail_on_regression,
                 settings.allow_missing_baseline,
-                [Threshold.parse(text) for text in settings.fail_under],
+                [Threshold.parse(text, settings.trials) for text in settings.fail_under],
                 settings.allow_model_change,
             )
             config.pluginmanager.register(gate, "llmtool-gate")

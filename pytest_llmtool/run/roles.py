@@ -47,6 +47,7 @@ from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.report.terminal import WIDEST, Screen
 from pytest_llmtool.run.compat import xdist_pending
 from pytest_llmtool.run.digests import TaskDigests, model_digests
+from pytest_llmtool.run.early_stop import EARLY_STOP_KEY
 from pytest_llmtool.run.heap import freeze
 from pytest_llmtool.run.items import BadInputItem, LlmItem
 from pytest_llmtool.run.journal import JournalEntry, JournalWriter, journal_path, run_identity
@@ -56,6 +57,7 @@ from pytest_llmtool.sandbox import RUNTIMES
 from pytest_llmtool.sandbox.limits import Limits, enforced
 from pytest_llmtool.settings import Settings
 from pytest_llmtool.stats.compare import bash_pass, comparisons, diagnostics, read_bash_pass
+from pytest_llmtool.stats.task_verdicts import report_verdicts
 from pytest_llmtool.stats.trials import kind_trials
 
 RESULT_ATTR = "llmtool_result"
@@ -222,9 +224,11 @@ class Runner:
             return
         # Keep up to `window` runs in flight; after a stop (-x, --maxfail) at most that many
         # started runs are left unreported.
+        early = item.config.stash.get(EARLY_STOP_KEY, None)
         for upcoming in self._upcoming(item, nextitem, window):
             assert isinstance(upcoming, LlmItem)
-            upcoming.start()
+            if early is None or early.may_start(upcoming):  # else started at its setup
+                upcoming.start()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -240,12 +244,14 @@ class Runner:
             elif report.when == "call":
                 # As JSON text: one string to send and keep, not thousands of small objects.
                 data = item.result.model_dump_json()
-                carried = {"kind": item.kind.name, "data": data}
+                carried: dict[str, object] = {"kind": item.kind.name, "data": data}
                 if (made_of := item_fingerprint(item)) is not None:
                     carried["fingerprint"] = made_of
                 setup = self._new_setup(item.result)
                 if setup is not None:
                     carried |= {"setup_key": setup[0], "setup": setup[1]}
+                if item.result.judge_calls_saved:  # summed without decoding the result
+                    carried["judge_calls_saved"] = item.result.judge_calls_saved
                 setattr(report, RESULT_ATTR, carried)
                 item.result = None  # the report now carries it
                 if not self._refrozen:  # the first task imported the SDK it calls
@@ -310,6 +316,8 @@ class Controller:
         # Items of this session whose outcome is known (by node id), and those resumed.
         self.ran: set[str] = set()
         self.resumed = 0
+        # Judge calls the items' checks and gates made needless (`--llm-judge-when`).
+        self.judge_calls_saved = 0
         self.report: EvalReport | None = None
         self.written: list[Path] = []
         self.journal: JournalWriter | None = None
@@ -360,8 +368,12 @@ class Controller:
         name), so that it again holds every finished item when this run is stopped too."""
         self.started = started
         self.resumed = len(finished)
+        early = self.config.stash.get(EARLY_STOP_KEY, None)
+        if early is not None:
+            early.seed(result for _, result in finished)
         for entry, result in finished:
             self.results[entry.type].append(result)
+            self.judge_calls_saved += result.judge_calls_saved
         for entry, setup in setups:
             self.setups[entry.nodeid] = setup
         self._open_journal([*(entry for entry, _ in setups), *(entry for entry, _ in finished)])
@@ -385,6 +397,7 @@ class Controller:
                 self.setups[key] = ModelSetup.model_validate_json(setup)
                 self._record(SETUP_ENTRY, key, setup)
             self.results[carried["kind"]].append_json(carried["data"])
+            self.judge_calls_saved += carried.get("judge_calls_saved", 0)
             self._record(
                 carried["kind"], report.nodeid, carried["data"], carried.get("fingerprint")
             )
@@ -502,12 +515,19 @@ class Controller:
         )
         report.partial = report.metadata.partial_line()
         report.setups = dict(sorted(self.setups.items()))
+        report.judge_when = settings.judge_when
+        report.judge_calls_saved = self.judge_calls_saved
         for name, results in stored.items():
             setattr(report, name, results)
         # Read off the kinds' finished sections: models and guidance documents side by side.
         bash = bash_pass(report, read() if read is not None else None)
         report.comparisons = comparisons(report, bash)
+        if (early := self.config.stash.get(EARLY_STOP_KEY, None)) is not None:
+            report.early_stop = early.summary()
         report.diagnostics = diagnostics(report, bash)
+        if settings.task_rule is not None:  # after the early stop's skipped trials are in
+            report.task_rule = settings.task_rule.text
+            report.task_verdicts = report_verdicts(report, settings.task_rule, self.kinds)
         keep_figures(report)
         return report
 
