@@ -29,6 +29,7 @@ from pytest_llmtool.report.costs import cost_notes
 from pytest_llmtool.report.exit_status import exit_line
 from pytest_llmtool.report.figures import model_figures
 from pytest_llmtool.report.headline import headline_lines
+from pytest_llmtool.report.terminal import judge_saved_line
 from pytest_llmtool.stats import baseline
 from pytest_llmtool.stats.intervals import SMALL_NOTE
 from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
@@ -179,12 +180,18 @@ def summary_lines(report: EvalReport, kinds: Sequence[Kind[Any, Any]]) -> list[s
     lines += _comparison_lines(report)
     if report.trials:
         lines += _trial_lines(report)
+    if report.task_verdicts:
+        lines += _verdict_lines(report)
     if report.errors:
         lines += ["## Errors (not scored)", ""]
         rows = [[Code(e.nodeid), e.message] for e in report.errors]
         lines += [*table(["Item", "Error"], rows), ""]
     if report.budget is not None:
         lines += ["## Budget", "", text(report.budget.line()), ""]
+    if report.early_stop is not None:
+        lines += ["## Early stop", "", text(report.early_stop.line()), ""]
+    if report.judge_calls_saved:
+        lines += ["## Judge calls saved", "", text(judge_saved_line(report)), ""]
     if report.stopped:
         lines += ["## Stopped by the cost limit (not scored)", ""]
         rows = [[Code(s.nodeid), s.reason] for s in report.stopped]
@@ -240,6 +247,38 @@ def _trial_lines(report: EvalReport) -> list[str]:
     if flaky:
         lines += ["", "Flaky tasks (attempts disagree):", ""]
         lines += [f"- {text(kind)}, {text(model)}: {code(task)}" for kind, model, task in flaky]
+    return [*lines, ""]
+
+
+def _verdict_lines(report: EvalReport) -> list[str]:
+    """Each task's verdict over its trials (`TaskVerdict`): the rule, how many tasks met it
+    per kind and model, then every task that did not, with k/N and, if undecided, why."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for v in report.task_verdicts:
+        row = counts.setdefault((v.kind, v.model), [0, 0, 0, 0, 0])
+        row[0] += 1
+        row[{"pass": 1, "fail": 2, "undecided": 3}[v.verdict]] += 1
+        row[4] += v.flaky
+    rule = report.task_rule or "?"
+    lines = [
+        "## Per-task verdicts",
+        "",
+        text(
+            f"A task passes with {rule} of its trials passed; "
+            "an undecided task (errored or missing trials) does not count as passing."
+        ),
+        "",
+    ]
+    headers = ["Kind", "Model", "Tasks", "Met the rule", "Below it", "Undecided", "Flaky"]
+    rows = [[kind, model, *(str(n) for n in row)] for (kind, model), row in counts.items()]
+    lines += table(headers, rows)
+    below = [v for v in report.task_verdicts if v.verdict != "pass"]
+    if below:
+        lines += ["", "Tasks that did not meet the rule:", ""]
+        for v in below:
+            why = f": {v.reason}" if v.verdict == "undecided" and v.reason else ""
+            said = text(f"{v.verdict.upper()} {v.shown}{why}")
+            lines.append(f"- {text(v.kind)}, {text(v.model)}: {code(v.task)} {said}")
     return [*lines, ""]
 
 

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_llmtool.records import EvalReport
+from pytest_llmtool.records import EvalReport, TaskVerdict
 from pytest_llmtool.report.comparisons import (
     comparison_rows,
     comparisons_small,
@@ -24,6 +24,7 @@ from pytest_llmtool.report.comparisons import (
 from pytest_llmtool.report.figures import ModelFigures, model_figures
 from pytest_llmtool.report.headline import NO_MODEL, headline_lines
 from pytest_llmtool.stats.intervals import SMALL_NOTE
+from pytest_llmtool.stats.task_verdicts import verdict_name
 from pytest_llmtool.stats.trials import flaky_entries, left_out_notes, trial_rows
 
 if TYPE_CHECKING:
@@ -131,6 +132,10 @@ def terminal_lines(
         lines += ["", f"Errors (not scored): {len(report.errors)} (the ERROR items above)"]
     if report.budget is not None:
         lines += ["", report.budget.line()]
+    if report.early_stop is not None:
+        lines += ["", report.early_stop.line()]
+    if report.judge_calls_saved:
+        lines += ["", judge_saved_line(report)]
     if report.metadata.wall_s is not None and screen.detail != "quiet":
         lines += ["", f"Wall time {_seconds(report.metadata.wall_s)} (this session)"]
     if screen.detail == "short":
@@ -144,12 +149,23 @@ def _sections(
     if screen.detail == "full":
         sections = [kind.terminal_lines(report) for kind in kinds]
         sections += [comparison_lines(report)]
-        return sections + ([trial_lines(report)] if report.trials else [])
+        sections += [trial_lines(report)] if report.trials else []
+        return [*sections, verdict_lines(report, full=True)]
     if screen.detail == "short":
         sections = [kind.screen_lines(report, screen.width) for kind in kinds]
         notes = [multiplicity_note(report), uncompared_note(report)]
-        return [*sections, [note for note in notes if note]]
+        return [*sections, verdict_lines(report), [note for note in notes if note]]
     return []
+
+
+def judge_saved_line(report: EvalReport) -> str:
+    """The judge calls the items' checks and gates made needless: counted, so that a
+    cheaper run says why its judge figures are smaller."""
+    n = report.judge_calls_saved
+    calls = "call" if n == 1 else "calls"
+    if report.judge_when == "undecided":
+        return f"judge: {n} {calls} not needed (--llm-judge-when=undecided: the checks had decided)"
+    return f"judge: {n} {calls} not needed (a guardrail had already failed)"
 
 
 def failed_lines(figures: list[ModelFigures]) -> list[str]:
@@ -193,6 +209,35 @@ def trial_lines(report: EvalReport) -> list[str]:
     if flaky:
         lines += ["", "Flaky tasks (attempts disagree):"]
         lines += [f"  [{kind} {model}] {task}" for kind, model, task in flaky]
+    return lines
+
+
+def verdict_lines(report: EvalReport, full: bool = False) -> list[str]:
+    """Per kind and model, how many tasks meet the per-task rule (`--llm-task-pass`): one
+    line each; `full` names the tasks below it with k/N, and why an undecided one is open.
+    The flaky tasks are the trials section's."""
+    if not report.task_verdicts:
+        return []
+    groups: dict[tuple[str, str], list[TaskVerdict]] = {}
+    for v in report.task_verdicts:
+        groups.setdefault((v.kind, v.model), []).append(v)
+    lines = [f"Task verdicts (each task needs {report.task_rule} trials passed):"]
+    for (kind, model), verdicts in groups.items():
+        met = sum(v.verdict == "pass" for v in verdicts)
+        line = f"  [{kind} {model}] tasks meeting {report.task_rule}: {met} of {len(verdicts)}"
+        for said in ("fail", "undecided"):
+            below = [v for v in verdicts if v.verdict == said]
+            if not below:
+                continue
+            what = "failed" if said == "fail" else "undecided"
+            if not full:
+                line += f"; {what} {len(below)}"
+                continue
+            named = [f"{verdict_name(v, verdicts)} {v.shown}" for v in below]
+            if said == "undecided":
+                named = [f"{n} ({v.reason})" for n, v in zip(named, below, strict=True)]
+            line += f"; {what}: {', '.join(named)}"
+        lines.append(line)
     return lines
 
 

@@ -25,6 +25,7 @@ from pytest_llmtool.inputs.lines import MAX_LINE_BYTES, bounded_lines
 from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds import Columns, Kind, Problem, Recognition
 from pytest_llmtool.kinds.bash.checks import score_task
+from pytest_llmtool.kinds.bash.judging import judge_not_needed, not_asked
 from pytest_llmtool.kinds.bash.load import (
     LineProblem,
     Task,
@@ -312,9 +313,13 @@ class BashKind(Kind[Task, TaskResult]):
         if generated is not None and not generated.script_found:
             score = no_script(score)
         judge_calls: list[LLMCallMetrics] = []
+        saved = 0
         if any(check.kind == "llm_judge" for check, _ in checks):
             judge = state.judge_named(state.settings.judge_model)
-            if judge is not None:
+            decided = judge_not_needed(checks, score, state.settings.judge_when)
+            if judge is not None and decided is not None:
+                score, saved = not_asked(checks, score, decided)
+            elif judge is not None:
                 try:
                     score, judge_calls = await _judge_checks(
                         task, judge, score, trace, item.trial, state.budget
@@ -331,6 +336,7 @@ class BashKind(Kind[Task, TaskResult]):
             score=score,
             trace=trace,
             judge_calls=judge_calls,
+            judge_calls_saved=saved,
             mode=task.mode,
             difficulty=task.difficulty,
             scripting=session.metrics() if session is not None else None,
