@@ -299,3 +299,32 @@ def test_a_multi_step_cli_runs_cost_is_every_steps() -> None:
     assert joined.cost_usd == 0.75
     assert _agent_result([step(0.25), step(0.5)]).cost_usd == 0.75
     assert _joined([step(0.25), step(None)]).cost_usd is None
+
+
+@requires_docker
+def test_a_forbidden_call_fails_a_trial_that_earned_its_reward(
+    pytester: pytest.Pytester, dataset: Path, server: FakeLLMServer
+) -> None:
+    """A task's `[[metadata.llmtool_trajectory]]` guardrail, over a real trial: the verifier
+    gives the full reward, and the call the task forbids still fails the item, named."""
+    toml = dataset / "hello" / "task.toml"
+    text = toml.read_text().replace(
+        '[metadata]\ncategory = "files"\ntags = ["smoke"]\n',
+        '[metadata]\ncategory = "files"\ntags = ["smoke"]\n\n'
+        "[[metadata.llmtool_trajectory]]\n"
+        'assert = "forbidden"\n'
+        "pattern = 'debian_version'\n",
+    )
+    toml.write_text(text)
+    instruction = (dataset / "hello" / "instruction.md").read_text()
+    command = "echo hello > /app/hello.txt && cat /app/hello.txt /etc/debian_version"
+    server.script(instruction, [Turn(tool_calls=[command]), Turn(text="Done.")])
+    result = pytester.runpytest(
+        "--llm-model=haiku", "--llm-report=out", "harbor/hello", "-p", "no:randomly"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*trajectory(forbidden:debian_version)*call 1 (bash)*"])
+    (run,) = read_report(pytester)["harbor_results"]
+    assert run["reward"] == 1.0 and run["passed"] is False
+    (gate,) = run["trajectory"]
+    assert not gate["passed"] and "cat /app/hello.txt /etc/debian_version" in gate["message"]

@@ -17,7 +17,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "bashkit-
 KNOWN = (
     "dir_exists, exit_code, file_contains, file_equals, file_exists, file_line_regex, "
     "file_not_contains, llm_judge, stderr_empty, stdout_contains, stdout_regex, symlink, "
-    "tool_calls_max, tool_calls_min"
+    "tool_calls_max, tool_calls_min, trajectory"
 )
 ID_PATTERN = r"id: String should match pattern '^[^\s\[\]]+$'"
 
