@@ -201,6 +201,18 @@ def evaluate(
     return _EVALUATORS[assertion.name](assertion, calls)
 
 
+def fail_closed(
+    assertion: TrajectoryAssertion, calls: Sequence[Call] | None, turns: int | None
+) -> tuple[bool, str]:
+    """The verdict as a check or gate reports it, the same for every kind: one that cannot
+    be decided (no structured calls, an unknown exit status) fails, saying why, and is never
+    a vacuous pass."""
+    verdict = evaluate(assertion, calls, turns)
+    if verdict.passed is None:
+        return False, f"undecided, so not a pass: {verdict.detail}"
+    return verdict.passed, verdict.detail
+
+
 def _used(a: TrajectoryAssertion, calls: Sequence[Call]) -> TrajectoryVerdict:
     pattern = re.compile(a.pattern)
     hit = next((c for c in calls if c.matches(pattern)), None)

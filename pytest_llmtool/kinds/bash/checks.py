@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pytest_llmtool.records import AgentTrace, ScoreResult, TaskScore
 from pytest_llmtool.sandbox import FileView
-from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, evaluate
+from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, fail_closed
 from pytest_llmtool.trajectory.assertions import parse_check as parse_trajectory
 from pytest_llmtool.trajectory.calls import calls_of
 
@@ -216,12 +216,8 @@ def _symlink(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, st
 
 
 def _trajectory(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:
-    """Undecided (no structured calls, an unknown exit status) fails closed, saying so."""
     assert check.trajectory is not None
-    verdict = evaluate(check.trajectory, calls_of(trace), trace.turns)
-    if verdict.passed is None:
-        return False, f"undecided: {verdict.detail}"
-    return verdict.passed, verdict.detail
+    return fail_closed(check.trajectory, calls_of(trace), trace.turns)
 
 
 def _tool_calls_min(check: Check, trace: AgentTrace, files: FileView) -> tuple[bool, str]:

@@ -26,7 +26,7 @@ from pytest_llmtool.inputs.json_assertions import (
 from pytest_llmtool.records import GateResult, InteractionMetrics, McpToolCall
 from pytest_llmtool.sandbox.isolated import Jail
 from pytest_llmtool.sandbox.process import ShellResult, run_shell
-from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, evaluate, from_mapping
+from pytest_llmtool.trajectory.assertions import TrajectoryAssertion, fail_closed, from_mapping
 from pytest_llmtool.trajectory.calls import Call
 
 _EXCERPT = 200  # characters of output or values quoted in a failure message
@@ -220,7 +220,7 @@ async def run_gate(gate: Gate, ctx: GateContext) -> GateResult:
 def trajectory_result(gate: Trajectory, calls: list[Call] | None, turns: int | None) -> GateResult:
     """A trajectory gate's result where there is no scenario run: an optimization or Harbor
     task's `trajectory` list."""
-    return _result(gate, *check_trajectory(gate.parsed, calls, turns))
+    return _result(gate, *fail_closed(gate.parsed, calls, turns))
 
 
 def _result(gate: Gate, passed: bool, message: str) -> GateResult:
@@ -270,23 +270,12 @@ async def _evaluate(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
         case Script():
             return await _script(gate, ctx)
         case Trajectory():
-            return check_trajectory(gate.parsed, ctx.calls, ctx.turns)
+            return fail_closed(gate.parsed, ctx.calls, ctx.turns)
 
 
 def trajectory_identifier(assertion: TrajectoryAssertion) -> str:
     """`trajectory(forbidden:rm\\s+-rf)`: the assertion as a bash check spells it."""
     return f"trajectory({assertion.spelling})"
-
-
-def check_trajectory(
-    assertion: TrajectoryAssertion, calls: list[Call] | None, turns: int | None
-) -> tuple[bool, str]:
-    """The assertion's verdict over the calls; one that cannot be decided (no structured
-    calls, unknown exit codes) fails closed, saying why, and is never a vacuous pass."""
-    verdict = evaluate(assertion, calls, turns)
-    if verdict.passed is None:
-        return False, f"undecided, so not a pass: {verdict.detail}"
-    return verdict.passed, verdict.detail
 
 
 async def _run(command: str, ctx: GateContext, timeout: float) -> tuple[ShellResult, str | None]:
