@@ -132,10 +132,17 @@ def _gaps(args: argparse.Namespace) -> tuple[Any, list[str]]:
     paths = pages.write(report, args.out)
     lines = [pages.terminal_line(report, paths)]
     if report.gaps:
-        rows = [
-            [pages.plain(g.key), str(g.calls), str(g.task_count)] for g in report.gaps[: args.top]
-        ]
-        lines += ["", *format_table(["Gap", "Calls", "Tasks"], rows)]
+        shown = report.gaps[: args.top]
+        rows = [[pages.plain(g.key), str(g.calls), str(g.task_count)] for g in shown]
+        headers = ["Gap", "Calls", "Tasks"]
+        likely = [pages.plain(pages.likely_cell(g)) for g in shown]
+        if any(likely):
+            # Last, and flush left as a name is (`format_table` sets all but the first column
+            # flush right): each cell padded to the column's width.
+            wide = len(max(["Likely tool gap", *likely], key=len))
+            headers.append("Likely tool gap".ljust(wide))
+            rows = [[*row, cell.ljust(wide)] for row, cell in zip(rows, likely, strict=True)]
+        lines += ["", *format_table(headers, rows)]
     replay = report.replay
     if replay is not None and replay.gaps:
         rows = [

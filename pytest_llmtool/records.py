@@ -1437,6 +1437,9 @@ class OptimizationResult(ItemResult):
     trace: AgentTrace | None = None
     notes: list[str] = Field(default_factory=list)
     tampered_files: list[str] = Field(default_factory=list)
+    # The agent left the project as it found it: its speedup is the noise of an untouched
+    # copy, whatever the interval says, so it is never a pass.
+    unchanged: bool = False
     trajectory: list[GateResult] = Field(default_factory=list)
     artifacts: str
     duration_ms: int
@@ -1450,9 +1453,11 @@ class OptimizationResult(ItemResult):
         The point speedup alone is not enough: an untouched copy's is noise around 1x and can
         land above any threshold (the nop once read 1.79x [0.66, 3.85] against 1.5x), while
         its interval reaches below it. No interval (fewer than two rounds, rounds without
-        spread) is not a pass: the speedup cannot be told from noise, so it fails closed."""
+        spread) is not a pass: the speedup cannot be told from noise, so it fails closed.
+        An agent that changed no file of the project (the nop) never passes: the interval
+        rule alone would let noise through about once in 40 at `min_speedup: 1`."""
         m, ci = self.metrics, self.metrics.task_speedup_ci
-        if not all(g.passed for g in self.trajectory):
+        if self.unchanged or not all(g.passed for g in self.trajectory):
             return False
         if not m.success or m.task_speedup is None or ci is None:
             return False

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from helpers import write_dataset
 
+from pytest_llmtool.cli import main
 from pytest_llmtool.gaps import Attempt, GapReport, build_gaps, classify
 from pytest_llmtool.gaps.writer import markdown
 from pytest_llmtool.records import ToolCallResult
@@ -116,15 +117,33 @@ def test_other_failures_are_not_refusals(command: str, key: str) -> None:
     assert (found.key, found.refusal) == (key, None)
 
 
-def test_a_tasks_own_script_or_a_missing_package_is_not_the_sandbox_refusing() -> None:
+def test_a_tasks_own_script_saying_not_supported_is_not_the_sandbox_refusing() -> None:
     script = classify("./convert.sh in.csv", "./convert.sh: format not supported", 1)
     assert script.gap_class == "unsupported_feature" and script.refusal is None
-    package = classify(
-        "python3 fetch.py",
-        "Traceback (most recent call last):\nModuleNotFoundError: No module named 'requests'",
-        1,
+
+
+def test_bashkits_python_imports_no_module_beyond_its_own() -> None:
+    """By design, not by omission: no package, not even a module file beside the script, and
+    no pip to install one. So a third-party import failing there is the sandbox's refusal."""
+    written = run_bashkit("cd /tmp && echo 'X = 1' > mine.py && python3 -c 'import mine'")
+    assert "ModuleNotFoundError: No module named 'mine'" in written.stderr
+    assert "Package managers are not available" in run_bashkit("pip install pyyaml").stderr
+
+
+def test_a_third_party_module_is_a_tool_gap_in_bashkit_only() -> None:
+    call = run_bashkit("python3 -c 'import yaml; print(yaml.safe_load(\"a: 1\"))'")
+    (gap,) = _report([call]).gaps
+    assert (gap.key, gap.tool_gap) == (
+        "unsupported feature: python3: module yaml not available",
+        "bashkit python3: module yaml not available",
     )
-    assert package.refusal is None
+    # A scenario's tool or a real shell runs a real Python: the package is just not installed.
+    for sandbox in (None, "container"):
+        (gap,) = _report([call], sandbox=sandbox).gaps
+        assert (gap.key, gap.tool_gap) == (
+            "unsupported feature: python3: module yaml not available",
+            None,
+        )
 
 
 def _report(calls: list[ToolCallResult], sandbox: str | None = "bashkit") -> GapReport:
@@ -183,3 +202,36 @@ def test_llm_gaps_names_the_refusal_of_a_real_run(pytester: pytest.Pytester) -> 
         "| bashkit python3: module re disabled |"
         in (pytester.path / "gaps" / "gaps.md").read_text()
     )
+
+
+def test_llmtool_gaps_names_the_refusals_on_the_terminal(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    yaml = {
+        **REFUSED,
+        "id": "read_config",
+        "prompt": "Print /data/c.yaml's port with Python's yaml.",
+        "files": {"/data/c.yaml": "port: 8080\n"},
+        "expectations": [{"check": "stdout_contains:8080"}],
+        "solution": ["python3 -c 'import yaml; print(yaml.safe_load(open(\"/data/c.yaml\")))'"],
+    }
+    write_dataset(pytester, [REFUSED, yaml, {**REFUSED, "id": "missing", "solution": ["nc -l 1"]}])
+    pytester.runpytest("--llm-model=oracle", "--llm-report=out").assert_outcomes(failed=3)
+    capsys.readouterr()
+    assert main(["gaps", "out", "--out", "g", "--no-replay"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("gaps: 3 of 3 tool calls failed, 3 gaps; top: ")
+    assert (
+        "; the sandbox's own refusals (tool gaps): unsupported feature: python3: module re "
+        "disabled, unsupported feature: python3: module yaml not available -> "
+    ) in lines[0]
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == ["Gap", "Calls", "Tasks", "Likely", "tool", "gap"]
+    rows = {line.partition("  ")[0]: line for line in table[1:]}
+    assert rows["unsupported feature: python3: module re disabled"].endswith(
+        "  1      1  bashkit python3: module re disabled"
+    )
+    assert rows["unsupported feature: python3: module yaml not available"].endswith(
+        "  1      1  bashkit python3: module yaml not available"
+    )
+    assert rows["missing command: nc"].endswith("  1      1")

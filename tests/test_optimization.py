@@ -23,6 +23,7 @@ def test_oracle_is_faster_and_nop_is_unchanged(pytester: pytest.Pytester, opt: P
         "--llm-summary=full", "--llm-model=oracle,nop", "--llm-report=out", "-rA"
     )
     by_agent = {r["agent"]: r for r in read_report(pytester)["optimization_results"]}
+    assert [by_agent[a]["unchanged"] for a in ("oracle:oracle", "nop:nop")] == [False, True]
     oracle, nop = by_agent["oracle:oracle"]["metrics"], by_agent["nop:nop"]["metrics"]
     assert oracle["success"] and not oracle["fallback_to_baseline"]
     assert oracle["task_speedup"] > 1.5

@@ -18,6 +18,7 @@ from helpers import attempt_metrics, read_report, schema_errors, task, write_pro
 from pytest_llmtool.kinds.optimization import metrics, report
 from pytest_llmtool.kinds.optimization.run import LOCK_NAME, headline, host_lock, lock_directory
 from pytest_llmtool.records import (
+    GateResult,
     OptimizationResult,
     PytestSummary,
     SpeedupInterval,
@@ -72,6 +73,18 @@ def test_a_point_speedup_above_min_speedup_with_its_lower_bound_below_is_no_pass
     assert report.result_rows([clear])[1][0][-1] == "PASS"
 
 
+def test_an_agent_that_changed_nothing_never_passes_whatever_its_noise_reads() -> None:
+    """At min_speedup 1 the interval rule alone lets an untouched copy's noise through about
+    once in 40: the nop's result says it changed nothing, and that is never a pass."""
+    lucky = _result(2.5, (1.6, 3.9)).model_copy(update={"unchanged": True})
+    assert lucky.metrics.success and not lucky.passed
+    assert lucky.model_dump(mode="json")["passed"] is False
+    assert headline(lucky).endswith(
+        "the agent changed no file of the project: that is noise, not a pass"
+    )
+    assert report.result_rows([lucky])[1][0][-1] == "FAIL"
+
+
 def test_a_speedup_without_an_interval_is_no_pass_and_says_why() -> None:
     unknown = _result(4.0, None)  # one round, or rounds without spread
     assert unknown.metrics.success and not unknown.passed
@@ -101,7 +114,29 @@ def test_the_legend_and_the_html_say_the_rule() -> None:
     assert "95% interval lies above the task's min_speedup" in legend
     assert "no interval: not a pass" in legend
     html = "".join(report.html_details(_result(1.79, (0.66, 3.85))))
-    assert "a pass needs its 95% interval above 1.5x" in html and "outcome FAIL" in html
+    assert "a pass needs its 95% interval above 1.5x)" in html and "outcome FAIL" in html
+
+
+def test_a_broken_trajectory_assertion_fails_a_clear_speedup_and_the_legend_says_so() -> None:
+    """Issue 38's guardrails on top of the rule: they can fail a pass, never make one."""
+    forbidden = GateResult(
+        gate_type="trajectory",
+        identifier=r"trajectory(forbidden:\bcp\s)",
+        passed=False,
+        message="call 1 (bash): cp fast/rows.py pkg/rows.py",
+    )
+    broken = _result(4.0, (3.0, 5.0)).model_copy(update={"trajectory": [forbidden]})
+    assert broken.metrics.success and not broken.passed
+    assert report.result_rows([broken])[1][0][-1] == "FAIL"
+    assert "broke none of the task's trajectory assertions (whatever the speedup)" in " ".join(
+        report.LEGEND
+    )
+    html = "".join(report.html_details(broken))
+    assert "a pass needs its 95% interval above 1.5x and every trajectory assertion held" in html
+    kept = [forbidden.model_copy(update={"passed": True})]
+    assert broken.model_copy(update={"trajectory": kept}).passed
+    noise = _result(1.79, (0.66, 3.85)).model_copy(update={"trajectory": kept})
+    assert not noise.passed  # every assertion held: the interval still decides
 
 
 # Times by copy and run: the nop copy always 1.0 s; the agent's untouched copy once 0.25 s and
@@ -167,6 +202,7 @@ def test_the_example_task_fails_for_the_nop(pytester: pytest.Pytester, private_l
     (attempt,) = read_report(pytester)["optimization_results"]
     ci = attempt["metrics"]["task_speedup_ci"]
     assert attempt["metrics"]["success"] and attempt["passed"] is False
+    assert attempt["unchanged"] is True
     assert ci is None or ci["low"] <= attempt["min_speedup"]
     result.stdout.fnmatch_lines(["FAILED *faster_parse_rows.yaml::faster_parse_rows?nop? - *"])
 

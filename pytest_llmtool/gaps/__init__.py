@@ -81,7 +81,8 @@ class Classified:
     from (empty when the call printed nothing). `silent` failures (no message at all: `grep`
     finding nothing, `test` saying no) are never a likely tool gap. `refusal` names what the
     sandbox (or tool) said it leaves out on purpose (`python3: module re disabled`): a tool
-    gap whatever the models did."""
+    gap whatever the models did; `only_in` names the one sandbox where it is (a module
+    bashkit's Python cannot import, which any other Python lacks only if not installed)."""
 
     gap_class: GapClass
     subject: str
@@ -89,6 +90,7 @@ class Classified:
     hint: str | None = None
     silent: bool = False
     refusal: str | None = None
+    only_in: str | None = None
 
     @property
     def key(self) -> str:
@@ -217,7 +219,8 @@ _REFUSAL = re.compile(
 _DISABLED_MODULE = re.compile(
     r"^(?P<cmd>[\w.+-]+): importing module '(?P<mod>[^']+)' is disabled", re.IGNORECASE
 )
-# bashkit's Python leaves standard modules out (subprocess, socket, threading...).
+# bashkit's Python leaves standard modules out (subprocess, socket, threading...) and imports
+# no other: no package, not even a module file beside the script (no `pip` either).
 _NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(?P<mod>[^']+)'")
 _PYTHON = re.compile(r"(?<![\w./-])(?:\S*/)?(?P<name>python3?)(?![\w.-])")
 _LEFT_OUT = re.compile(
@@ -387,11 +390,13 @@ def _classify_line(line: str, stderr: str, commands: str) -> Classified | None:
         subject = f"{module.group('cmd')}: module {module.group('mod')} disabled"
         return Classified("unsupported_feature", subject, message, refusal=subject)
     module = _NO_MODULE.match(body)
-    if module and module.group("mod").partition(".")[0] in sys.stdlib_module_names:
+    if module:
         python = _PYTHON.search(commands)
         name = python.group("name") if python else "python3"
         subject = f"{name}: module {module.group('mod')} not available"
-        return Classified("unsupported_feature", subject, message, refusal=subject)
+        standard = module.group("mod").partition(".")[0] in sys.stdlib_module_names
+        only_in = None if standard else "bashkit"
+        return Classified("unsupported_feature", subject, message, refusal=subject, only_in=only_in)
     if _UNSUPPORTED.search(body):
         subject = body if command is None else f"{command.group('cmd')}: {command.group('rest')}"
         by_command = command is not None and not _SCRIPT_NAME.search(command.group("cmd"))
@@ -721,9 +726,12 @@ def _example(call: ToolCallResult, found: Classified, attempt: Attempt) -> GapEx
     )
 
 
-def _refused(attempt: Attempt, refusal: str) -> str:
-    """A refusal as the gap names it: by the sandbox that said it, when one did."""
-    return f"{attempt.sandbox} {refusal}" if attempt.sandbox else refusal
+def _refused(attempt: Attempt, found: Classified) -> str | None:
+    """A refusal as the gap names it, by the sandbox that said it when one did; None when
+    `found` is no refusal where `attempt`'s calls ran."""
+    if found.refusal is None or found.only_in not in (None, attempt.sandbox):
+        return None
+    return f"{attempt.sandbox} {found.refusal}" if attempt.sandbox else found.refusal
 
 
 def _majority_failed(attempts: Sequence[Attempt]) -> bool:
@@ -778,7 +786,7 @@ def build_gaps(
                 models=dict(sorted(per_model.items(), key=lambda kv: rank[kv[0]])),
                 example=_example(first_call, first, first_attempt),
                 hint=next((f.hint for _, _, f in members if f.hint), None),
-                tool_gap=next((_refused(a, f.refusal) for a, _, f in members if f.refusal), None),
+                tool_gap=next(filter(None, (_refused(a, f) for a, _, f in members)), None),
             )
         )
     gaps.sort(key=lambda g: (-g.task_count, -g.calls, g.key))

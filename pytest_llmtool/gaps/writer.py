@@ -79,7 +79,7 @@ def markdown(report: GapReport) -> str:
                 str(g.calls),
                 str(g.task_count),
                 _models(g),
-                _likely(g),
+                likely_cell(g),
             ]
             for i, g in enumerate(report.gaps, 1)
         ]
@@ -133,7 +133,7 @@ def attribution_lines(report: GapReport) -> list[str]:
     return [*lines, *table(["Task", "Model", "Trial", "Cause", "In the container"], rows), ""]
 
 
-def _likely(gap: Gap) -> str:
+def likely_cell(gap: Gap) -> str:
     """The "Likely tool gap" cell: the sandbox's refusal by name, else `yes` when every model
     failed a task on it."""
     if gap.tool_gap:
@@ -214,7 +214,8 @@ def replay_lines(replay: ReplayReport) -> list[str]:
 
 
 def terminal_line(report: GapReport, paths: Sequence[Path]) -> str:
-    """One line: the failed calls, the top gaps, the likely tool gaps, the replay, the files."""
+    """One line: the failed calls, the top gaps, the likely tool gaps, the sandbox's refusals,
+    the replay, the files."""
     where = " -> " + ", ".join(str(p) for p in paths) if paths else ""
     if not report.failed_calls:
         said = f"gaps: no failed tool calls ({report.tool_calls} calls)"
@@ -229,6 +230,10 @@ def terminal_line(report: GapReport, paths: Sequence[Path]) -> str:
         )
         if report.likely_tool_gaps:
             said += f"; likely tool gaps in {count(len(report.likely_tool_gaps), 'task')}"
+        refused = [g.key for g in report.gaps if g.tool_gap]
+        if refused:
+            said += f"; the sandbox's own refusals (tool gaps): {', '.join(refused[:TOP_GAPS])}"
+            said += f" and {len(refused) - TOP_GAPS} more" if refused[TOP_GAPS:] else ""
     if report.attribution:
         ours = sum(a.cause == "bashkit" for a in report.attribution)
         said += (

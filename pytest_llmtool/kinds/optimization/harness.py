@@ -206,6 +206,12 @@ def changes(task: OptimizationTask, work: Path) -> list[str]:
     return sorted(changed + _shadowing(task.project, work))
 
 
+def untouched(task: OptimizationTask, work: Path) -> bool:
+    """The copy at `work` holds the pristine project, file for file: an agent that left it so
+    made no change whose speed could be measured."""
+    return fingerprint(task.project, ".") == fingerprint(work, ".")
+
+
 def _remove(path: Path) -> None:
     try:
         mode = path.lstat().st_mode

@@ -29,8 +29,9 @@ LEGEND = (
     "Advantage: agent speedup - oracle speedup, in x (negative: slower than the reference; "
     "for oracle:oracle two measurements of the same code, so only noise).",
     "Success: the attempt kept the tests and snapshot passing and did not tamper "
-    "(FC-Eval's, whatever the speedup); Passed/PASS: it succeeded and the speedup's whole 95% "
-    "interval lies above the task's min_speedup (no interval: not a pass).",
+    "(FC-Eval's, whatever the speedup); Passed/PASS: it succeeded, broke none of the task's "
+    "trajectory assertions (whatever the speedup), and the speedup's whole 95% interval lies "
+    "above the task's min_speedup (no interval: not a pass; no file changed: not a pass).",
 )
 
 

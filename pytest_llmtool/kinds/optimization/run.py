@@ -603,6 +603,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
     else:
         trace = await _agent(run, copy)
         trajectory_length = trace.turns
+    unchanged = harness.untouched(task, copy.workdir)
     # Measured as the task's author wrote it: the harness back from the pristine project.
     tampered = harness.changes(task, copy.workdir)
     notes += [_tampered_note(tampered, "during its run")] if tampered else []
@@ -662,6 +663,7 @@ async def run_item(run: ItemRun, reference: Reference) -> OptimizationResult:
         trace=trace,
         notes=notes,
         tampered_files=tampered,
+        unchanged=unchanged,
         trajectory=[
             trajectory_result(gate, calls_of(trace), trace.turns if trace else None)
             for gate in task.trajectory
@@ -706,7 +708,9 @@ def headline(result: OptimizationResult) -> str:
     interval = f"speedup {m.task_speedup:.2f}x [{ci.low:.2f}, {ci.high:.2f}]"
     if m.task_speedup <= result.min_speedup:
         return f"{interval} not above {needed}"
-    return f"{interval}: its 95% interval's lower bound is not above {needed}"
+    if ci.low <= result.min_speedup:
+        return f"{interval}: its 95% interval's lower bound is not above {needed}"
+    return f"{interval}, but the agent changed no file of the project: that is noise, not a pass"
 
 
 def failure_lines(result: OptimizationResult) -> list[str]:
