@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pytest_llmtool import history
 from pytest_llmtool.agents.base import AgentError
 from pytest_llmtool.gaps import ReplayError
+from pytest_llmtool.report.costs import UNKNOWN
 from pytest_llmtool.report.terminal import format_table
 
 # The columns of a model's figures, headed as every output heads them.
@@ -82,6 +83,15 @@ def _trend(args: argparse.Namespace) -> tuple[Any, list[str]]:
     return points, format_table(headers, rows, left=3 + len(extra))
 
 
+def _item_cost(item: dict[str, Any], identities: dict[str, Any]) -> str:
+    """An item's cost cell: `unknown` when a call of a real model had no price (or no usage),
+    never a `-` that reads as nothing spent; an offline agent's items call no model (`-`)."""
+    if item["cost_usd"] is not None:
+        return f"${item['cost_usd']:.4f}"
+    offline = identities.get(item["model"], {}).get("provider") == "offline"
+    return "-" if offline else UNKNOWN
+
+
 def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
     run = history.show(args.db, args.run)
     lines = [*([run["partial"]] if run["partial"] else [])]
@@ -102,7 +112,7 @@ def _show(args: argparse.Namespace) -> tuple[Any, list[str]]:
             item["nodeid"],
             item["outcome"],
             "-" if item["score"] is None else f"{item['score']:g}/{item['max_score']:g}",
-            "-" if item["cost_usd"] is None else f"${item['cost_usd']:.4f}",
+            _item_cost(item, run["identities"]),
         ]
         for item in run["items"]
     ]

@@ -1152,7 +1152,9 @@ class TaskVerdict(BaseModel):
     `verdict` is "pass" once `passed >= need`, "fail" once the failures leave fewer than
     `need` passes possible, else "undecided" (errored or cut-short trials left it open): an
     undecided task never counts as meeting its rule. `not_needed` trials were skipped by
-    `--llm-early-stop` after the verdict was decided and count as neither pass nor fail."""
+    `--llm-early-stop` after the verdict was decided and count as neither pass nor fail;
+    `stopped` trials were stopped by `--llm-max-cost`, which says nothing of the model, so
+    they are neither failures nor errors."""
 
     kind: str
     model: str
@@ -1164,6 +1166,7 @@ class TaskVerdict(BaseModel):
     passed: int = 0  # k
     failed: int = 0
     errored: int = 0
+    stopped: int = 0
     not_needed: int = 0
     verdict: TaskVerdictValue
     reason: str = ""
@@ -1178,7 +1181,11 @@ class TaskVerdict(BaseModel):
         """k/N as every output shows it: `8/10`, `3/10 (7 not needed)`."""
         extra = [
             f"{n} {what}"
-            for n, what in ((self.errored, "errored"), (self.not_needed, "not needed"))
+            for n, what in (
+                (self.errored, "errored"),
+                (self.stopped, "stopped by the cost limit"),
+                (self.not_needed, "not needed"),
+            )
             if n
         ]
         return f"{self.passed}/{self.trials}" + (f" ({', '.join(extra)})" if extra else "")

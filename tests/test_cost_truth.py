@@ -8,15 +8,18 @@ by `llm_prices` (`cheap-1`: $1 in, $10 out per million tokens) and one that has 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+from agent_clis import need_cli, search_path
 from fake_llm_server import FakeLLMServer, Turn
-from helpers import read_report, write_dataset
+from helpers import PROMPT, read_report, scenario, write_dataset, write_scenario
 
 from pytest_llmtool.agents.base import ChatRequest
 from pytest_llmtool.agents.budget import Budget, BudgetExhausted
 from pytest_llmtool.agents.loop import CALL_OVERHEAD_TOKENS, input_bound
 from pytest_llmtool.agents.pricing import NO_PRICE, Price
+from pytest_llmtool.cli import main
 from pytest_llmtool.records import (
     AgentTrace,
     BudgetSummary,
@@ -41,6 +44,7 @@ LIMIT = 0.005  # about two calls' worst case: the first call's, the whole reques
 TURNS = [Turn(tool_calls=[f"echo {n}"], input_tokens=500, output_tokens=100) for n in range(5)]
 TURNS.append(Turn(text="done", input_tokens=500, output_tokens=100))
 CHECK = [{"check": "exit_code:0"}]
+HISTORY = ".llmtool/history.db"
 WORKERS = [pytest.param([], id="serial"), pytest.param(["-n", "2"], id="xdist")]
 
 
@@ -130,6 +134,41 @@ def test_a_task_stopped_mid_way_keeps_its_calls(
     assert stopped["model"] == "openai:cheap-1" and stopped["task_id"] == "t0"
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_resumed_run_counts_what_the_stopped_tasks_spent_and_runs_them_again(
+    pytester: pytest.Pytester, server: FakeLLMServer, workers: list[str]
+) -> None:
+    """The stopped tasks were not journalled: a resumed run started its budget without what
+    they had spent, so stopping and resuming could buy past the limit."""
+    pytester.makeini(PRICES)
+    _tasks(pytester, server, 5)
+    common = ["--llm-model=openai:cheap-1", f"--llm-max-tokens={MAX_TOKENS}", "--llm-report=out"]
+    first = pytester.runpytest(*common, f"--llm-max-cost={LIMIT}", *workers)
+    first.assert_outcomes(skipped=5)
+    first.stdout.fnmatch_lines(["stopped by --llm-max-cost: * resume with: pytest *--llm-resume;*"])
+    paid = read_report(pytester)["budget"]["spent_usd"]
+    assert paid == pytest.approx(len(server.requests) * CALL_COST) and paid > 0
+    # Under the same limit the spend already recorded leaves no room: nothing more is paid.
+    before = len(server.requests)
+    again = pytester.runpytest(*common, f"--llm-max-cost={LIMIT}", "--llm-resume", *workers)
+    again.assert_outcomes(skipped=5)
+    assert len(server.requests) == before
+    budget = read_report(pytester)["budget"]
+    assert budget["spent_usd"] == pytest.approx(paid) and budget["stopped"] == 5
+    again.stdout.fnmatch_lines(
+        [
+            "llmtool: rerunning 5 items the cost limit stopped; the $0.0* they spent before "
+            "counts toward --llm-max-cost"
+        ]
+    )
+    # Raised, the limit lets them run to their end; both stopped runs' spend is counted.
+    done = pytester.runpytest(*common, "--llm-max-cost=1", "--llm-resume", *workers)
+    done.assert_outcomes(passed=5)
+    budget = read_report(pytester)["budget"]
+    assert budget["spent_usd"] == pytest.approx(len(server.requests) * CALL_COST)
+    assert budget["stopped"] == 0
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -140,7 +179,7 @@ def test_a_task_stopped_mid_way_keeps_its_calls(
         (
             ["--llm-model=openai:cheap-1"],
             "--llm-max-cost cannot bound openai:cheap-1: nothing caps its output tokens "
-            "(set --llm-max-tokens)",
+            "(set --llm-max-tokens, or params.max_tokens in its model table entry)",
         ),
         (
             ["--llm-model=nop", "--llm-judge-model=openai:strong-1", "--llm-max-tokens=9"],
@@ -160,6 +199,84 @@ def test_a_limit_the_run_cannot_enforce_is_a_usage_error(
     assert server.requests == []
 
 
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("params = { max_tokens = 100 }", NO_PRICE),
+        (
+            'params = { reasoning_effort = "high" }\nprice = { input = 1, output = 10 }',
+            "nothing caps its output tokens",
+        ),
+    ],
+    ids=["no-price", "an-effort-and-no-cap"],
+)
+def test_a_model_table_entry_the_limit_cannot_bound_is_named(
+    pytester: pytest.Pytester, server: FakeLLMServer, entry: str, said: str
+) -> None:
+    """The usage error named only the model id, which two entries may share."""
+    pytester.makefile(
+        ".toml",
+        models=f'[models.local]\nprotocol = "openai-chat"\nmodel = "qwen3-8b"\n{entry}\n',
+    )
+    _tasks(pytester, server, 1)
+    result = pytester.runpytest("--llm-models=models.toml", "--llm-model=local", "--llm-max-cost=1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --llm-max-cost cannot bound local (openai:qwen3-8b): {said}*"]
+    )
+    assert server.requests == []
+
+
+def test_a_scenarios_own_judge_the_limit_cannot_bound_is_said_before_any_call(
+    pytester: pytest.Pytester, project: Path, server: FakeLLMServer
+) -> None:
+    """A scenario may name its own judge (`evaluation.judge.model`), which the start-up
+    check of `--llm-judge-model` did not see: with no price it reserved nothing and cost
+    nothing, an overspend without a word."""
+    pytester.makeini(PRICES)
+    data = scenario()
+    data["evaluation"]["judge"] = {
+        "enabled": True,
+        "rubric": "rubric.yaml",
+        "model": "openai:strong-1",
+    }
+    write_scenario(project, data)
+    server.script(PROMPT, [Turn(tool_calls=[f"note add {n}"]) for n in ("milk", "eggs")])
+    server.script_containing("<task>", [Turn(text='{"weighted_score": 1}')])
+    result = pytester.runpytest(
+        "--llm-model=openai:cheap-1", "--llm-max-tokens=100", "--llm-max-cost=1", "-rE"
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*--llm-max-cost cannot bound openai:strong-1: {NO_PRICE}*"])
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "model"),
+    [("claude-code", "sonnet"), ("codex", "openai-responses:gpt-5")],
+)
+def test_an_agent_cli_under_a_limit_is_a_usage_error(
+    pytester: pytest.Pytester,
+    server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+    model: str,
+) -> None:
+    """A CLI makes its own calls, which the run can neither reserve nor stop halfway, though
+    its models have prices and caps: said before anything runs, never an overspend."""
+    need_cli(agent)
+    monkeypatch.setenv("PATH", search_path())
+    _tasks(pytester, server, 1)
+    result = pytester.runpytest(
+        f"--llm-agent={agent}", f"--llm-model={model}", "--llm-max-tokens=100", "--llm-max-cost=1"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --llm-max-cost cannot bound {agent}/*: {agent} makes its own model calls*"]
+    )
+    assert server.requests == []
+
+
 def test_offline_agents_need_no_price_under_a_limit(
     pytester: pytest.Pytester, server: FakeLLMServer
 ) -> None:
@@ -172,7 +289,10 @@ def test_offline_agents_need_no_price_under_a_limit(
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_an_unpriced_model_says_its_cost_is_unknown(
-    pytester: pytest.Pytester, server: FakeLLMServer, workers: list[str]
+    pytester: pytest.Pytester,
+    server: FakeLLMServer,
+    capsys: pytest.CaptureFixture[str],
+    workers: list[str],
 ) -> None:
     write_dataset(
         pytester,
@@ -186,6 +306,11 @@ def test_an_unpriced_model_says_its_cost_is_unknown(
     markdown = (pytester.path / "out" / "report.md").read_text()
     assert f"- {note}" in markdown
     assert "| Cost | unknown |" in markdown
+    # `llmtool history show` gave the item's cost as "-", as if it had none.
+    capsys.readouterr()
+    assert main(["history", "show", "last", "--db", str(pytester.path / HISTORY)]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "t0[" in line]
+    assert row.split()[-1] == "unknown"
 
 
 # The pure parts.

@@ -418,23 +418,29 @@ def test_the_sdks_through_the_route_are_served_and_counted() -> None:
     ]
 
 
-def test_an_endpoint_that_cannot_be_reached_is_a_502_on_the_ledger() -> None:
+def test_an_endpoint_that_cannot_be_reached_is_a_502_on_the_ledger_naming_its_url() -> None:
+    """The CLI passes the 502's text on: it names the endpoint's URL (as the built-in loop
+    does), without the base URL's credentials or the request's query."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{taken.getsockname()[1]}"
+        closed = f"127.0.0.1:{taken.getsockname()[1]}"
 
         async def main() -> tuple[egress.Route, httpx.Response]:
             async with (
-                egress.route(closed, REAL_KEY, "anthropic") as way,
+                egress.route(f"http://u:pw-in-the-url@{closed}", REAL_KEY, "anthropic") as way,
                 httpx.AsyncClient() as client,
             ):
                 answer = await client.post(
-                    f"{way.base_url}/v1/messages", headers={"x-api-key": way.api_key}
+                    f"{way.base_url}/v1/messages?key=in-the-query",
+                    headers={"x-api-key": way.api_key},
                 )
             return way, answer
 
         way, answer = asyncio.run(main())
-    assert answer.status_code == 502 and "ConnectError" in answer.text
+    assert answer.status_code == 502
+    said = f"the endpoint could not be reached at http://{closed}/v1/messages (ConnectError)"
+    assert said in answer.text
+    assert "pw-in-the-url" not in answer.text and "in-the-query" not in answer.text
     assert [(c.path, c.status, c.usage) for c in way.served] == [("/v1/messages", 502, None)]
 
 

@@ -11,6 +11,7 @@ import pytest
 from helpers import TASKS, write_dataset
 
 from pytest_llmtool.records import RunMetadata
+from pytest_llmtool.report.redact import Redactor
 from pytest_llmtool.run.resume import resume_command, resume_line
 
 STOP_AFTER_TWO = """
@@ -96,6 +97,18 @@ def test_no_secret_reaches_the_printed_command(
     assert "-k 'not [redacted EVAL_TOKEN]'" in line
 
 
+def test_a_password_in_a_base_url_is_redacted_inside_one_quoted_argument(
+    stopping: pytest.Pytester,
+) -> None:
+    url = "--llm-base-url=http://u:sk-pass0123456789@127.0.0.1:9/v1"
+    result = run(stopping, "--llm-model=oracle", "--llm-report=out", url)
+    line = advice(result)
+    assert "sk-pass0123456789" not in result.stdout.str()
+    command = shlex.split(line.partition("; resume with: ")[2])
+    assert "--llm-base-url=http://u:[redacted openai password]@127.0.0.1:9/v1" in command
+    assert command[-1] == "--llm-resume"
+
+
 def test_a_run_with_no_journal_says_there_is_nothing_to_resume(
     stopping: pytest.Pytester,
 ) -> None:
@@ -105,6 +118,22 @@ def test_a_run_with_no_journal_says_there_is_nothing_to_resume(
         ["interrupted: 2 of 6 items ran; nothing to resume: no item's result was journalled *"]
     )
     assert "resume with:" not in result.stdout.str()
+
+
+def test_a_run_stopped_before_its_first_result_says_to_run_it_again(
+    pytester: pytest.Pytester,
+) -> None:
+    """Nothing finished, so nothing was journalled: not a missing --llm-report, and not a
+    `--llm-resume` that would fail for want of a journal, but the run's own command."""
+    write_dataset(pytester, TASKS)
+    pytester.makeconftest("def pytest_runtest_setup(item):\n    raise KeyboardInterrupt\n")
+    result = run(pytester, "--llm-model=oracle", "--llm-report=out")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (line,) = [line for line in result.outlines if "nothing to resume" in line]
+    assert line.startswith("interrupted: 0 of 4 items ran; nothing to resume: no item had ")
+    command = shlex.split(line.partition("; run it again: ")[2])
+    assert command[:3] == ["pytest", "--llm-model=oracle", "--llm-report=out"]
+    assert "--llm-resume" not in command
 
 
 def test_a_complete_run_prints_no_resume_command(pytester: pytest.Pytester) -> None:
@@ -141,3 +170,14 @@ def test_a_cost_limit_stop_says_to_raise_the_limit_first() -> None:
         "stopped by --llm-max-cost: 3 of 5 items ran; resume with: "
         "pytest --llm-max-cost=0.02 --llm-resume; raise --llm-max-cost first"
     )
+
+
+def test_a_key_in_a_base_urls_query_is_redacted_from_the_printed_command() -> None:
+    url = "http://proxy/v1?api-version=2024-10-21&api-key=sk-query0123456789"
+    metadata = RunMetadata.model_construct(
+        complete=False, stopped="interrupted", ran=1, collected=2
+    )
+    redact = Redactor.from_env({}, urls={"openai": url})
+    line = resume_line(metadata, [redact(f"--llm-base-url={url}")], journalled=True)
+    assert line is not None and "sk-query0123456789" not in line
+    assert "api-version=2024-10-21&api-key=[redacted openai api-key]" in line

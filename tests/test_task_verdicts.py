@@ -77,7 +77,9 @@ def test_a_trial_stopped_by_the_cost_limit_is_not_scored() -> None:
         reason="cost limit",
     )
     verdict = _one(*[True] * 7, *[False] * 2, stopped=[stopped])
-    assert (verdict.verdict, verdict.errored, verdict.shown) == ("undecided", 1, "7/10 (1 errored)")
+    # Said as what it was, not an error: the limit says nothing of the model (issue 35, 5).
+    assert (verdict.verdict, verdict.errored, verdict.stopped) == ("undecided", 0, 1)
+    assert verdict.shown == "7/10 (1 stopped by the cost limit)"
     assert verdict.reason == "stopped by the cost limit"
 
 
@@ -139,8 +141,8 @@ def _report() -> EvalReport:
 def test_the_terminal_gives_one_line_per_model_and_the_list_in_full() -> None:
     report = _report()
     assert verdict_lines(report) == [
-        "Task verdicts (each task needs 8/10 trials passed):",
-        "  [bash m] tasks meeting 8/10: 1 of 4; failed 2; undecided 1",
+        "Task verdicts (each task needs 8/10 trials passed), tasks meeting it:",
+        "  m: bash 1 of 4 (2 failed, 1 undecided)",
     ]
     assert verdict_lines(report, full=True)[1] == (
         "  [bash m] tasks meeting 8/10: 1 of 4; failed: t3 3/10, t7 6/10; "

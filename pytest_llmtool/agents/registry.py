@@ -461,12 +461,14 @@ def cost_bound_problem(model: ModelSpec) -> str | None:
         )
     if not isinstance(model, ProviderModel):
         return None
-    target = f"{model.ref.provider}:{model.ref.model_id}"
+    resolved = f"{model.ref.provider}:{model.ref.model_id}"
+    # A table entry is named as the user wrote it: two entries may share a model id.
+    target = resolved if model.ref.name == resolved else f"{model.ref.name} ({resolved})"
     if model.price is None:
         return f"--llm-max-cost cannot bound {target}: {NO_PRICE}"
     if model.price.max_output is None:
         return (
             f"--llm-max-cost cannot bound {target}: nothing caps its output tokens "
-            "(set --llm-max-tokens)"
+            "(set --llm-max-tokens, or params.max_tokens in its model table entry)"
         )
     return None

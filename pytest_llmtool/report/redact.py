@@ -8,9 +8,10 @@ writers redact once more what they write.
 
 The secrets are the values of the environment variables the plugin reads keys from
 (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`), of any variable whose name says it holds a secret
-(`*_KEY`, `*TOKEN`, `*SECRET`, `*PASSWORD`), and of those `--llm-agent-env` passes to an
-external agent. Values shorter than `MIN_SECRET` characters are left alone: cutting every
-"true" or "1" out of a report would destroy it and hide nothing.
+(`*_KEY`, `*TOKEN`, `*SECRET`, `*PASSWORD`), of those `--llm-agent-env` passes to an
+external agent, and the passwords and query keys of the base URLs. Values shorter than
+`MIN_SECRET` characters are left alone: cutting every "true" or "1" out of a report would
+destroy it and hide nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 URL_ENVS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 MIN_SECRET = 8
+SECRET_PARAM = re.compile(r"key|token|secret|password|sig", re.IGNORECASE)
 
 
 class Redactor:
@@ -50,15 +52,20 @@ class Redactor:
         urls: Mapping[str, str] | None = None,
     ) -> Redactor:
         """The secrets of `environ` (the process's), the variables `names`, and the passwords
-        in the base URLs (the `*_BASE_URL` variables' and `urls`, `--llm-base-url`'s)."""
+        and query keys in the base URLs (the `*_BASE_URL` variables' and `urls`,
+        `--llm-base-url`'s)."""
         environ = os.environ if environ is None else environ
         wanted = {*KEY_ENVS, *names, *(n for n in environ if SECRET_NAME.search(n))}
         secrets = {name: environ[name] for name in sorted(wanted) if environ.get(name)}
         given = {**{n: environ[n] for n in URL_ENVS if environ.get(n)}, **(urls or {})}
         for name, url in given.items():
-            password = urllib.parse.urlsplit(url).password
-            if password:
-                secrets[f"{name} password"] = password
+            parts = urllib.parse.urlsplit(url)
+            if parts.password:
+                secrets[f"{name} password"] = parts.password
+            # A key passed in the query (`?api-key=`, `?key=`, `?token=`), not `api-version`.
+            for param, value in urllib.parse.parse_qsl(parts.query):
+                if SECRET_PARAM.search(param):
+                    secrets[f"{name} {param}"] = value
         return cls(secrets)
 
     def __bool__(self) -> bool:

@@ -5,8 +5,9 @@ machine going away) would keep nothing; the journal keeps every result that fini
 `--llm-resume` and for people. The first line is a header (format version, start time,
 command-line arguments, and the settings a resumed run must share: `run_identity`); each
 further line is
-`{"type": <kind> | "error", "nodeid": ..., "fingerprint": ..., "data": {...}}` (the kind of
-task, `bash` or `scenario`, or an error record), `data` being the record `report.json` holds
+`{"type": <kind> | "error" | "stopped", "nodeid": ..., "fingerprint": ..., "data": {...}}` (the
+kind of task, `bash` or `scenario`, an error record, or an item the cost limit stopped, kept for
+what it spent), `data` being the record `report.json` holds
 for that item and `fingerprint` what it was made of (`run/digests.py`: the task as loaded and
 the model as resolved; results only). Lines are flushed as written, so only the line being
 written when the process dies can be lost, and readers drop such a torn last line.

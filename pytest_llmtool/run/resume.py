@@ -4,7 +4,9 @@ The results journal (`run/journal.py`) of a run stopped halfway (Ctrl-C, a kille
 `--llm-max-cost`) holds every item that finished. Resuming deselects those items, runs the
 rest, and hands the journal's results to the `Controller` before the run, so the report, the
 new journal and the budget cover the whole run as if it had never stopped. An item that
-errored (an outage, a crashed sandbox, the budget) or never ran is not finished: it runs again.
+errored (an outage, a crashed sandbox) or never ran is not finished: it runs again. Nor is one
+the cost limit stopped, but what it spent is journalled and counts toward the resumed run's
+`--llm-max-cost`, so that stopping and resuming never buys more than the limit.
 So does one whose fingerprint (`run/digests.py`: its task as loaded, its model as resolved)
 is not the one journaled with its result, or that has none (a journal written before results
 were fingerprinted): its old verdict is not this task's, or not known to be.
@@ -33,13 +35,14 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_llmtool.kinds import Kind
-from pytest_llmtool.records import ItemResult, ModelSetup, RunMetadata
+from pytest_llmtool.records import ItemResult, ModelSetup, RunMetadata, StoppedTask
 from pytest_llmtool.run.items import LlmItem
 from pytest_llmtool.run.journal import JOURNAL_NAME, JournalEntry, journal_path, read_journal
 from pytest_llmtool.run.journal import run_identity as current_identity
 from pytest_llmtool.run.roles import (
     KINDS_KEY,
     SETUP_ENTRY,
+    STOPPED_ENTRY,
     Controller,
     item_fingerprint,
     record_fingerprint,
@@ -73,6 +76,8 @@ class Finished:
     orphans: tuple[str, ...] = ()
     # What the models were given, by key (`ModelSetup`), for the results to name.
     setups: tuple[tuple[JournalEntry, ModelSetup], ...] = ()
+    # Items the cost limit stopped (not finished: they run again), for what they spent.
+    stopped: tuple[tuple[JournalEntry, StoppedTask], ...] = ()
 
 
 def source(config: pytest.Config, settings: Settings) -> Path:
@@ -130,9 +135,13 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
     results: dict[str, tuple[JournalEntry, ItemResult]] = {}
     orphans: list[str] = []
     setups: list[tuple[JournalEntry, ModelSetup]] = []
+    stopped: list[tuple[JournalEntry, StoppedTask]] = []
     for entry in journal.entries:
         kind = by_name.get(entry.type)
         if entry.type == "error":
+            continue
+        if entry.type == STOPPED_ENTRY:
+            stopped.append((entry, _stopped_task(path, entry)))
             continue
         if entry.type == SETUP_ENTRY:
             try:
@@ -159,15 +168,33 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
                 f"{cost!r}; costs are finite numbers >= 0"
             )
         results[entry.nodeid] = (entry, result)
-    return Finished(path, started, results, tuple(orphans), tuple(setups))
+    return Finished(path, started, results, tuple(orphans), tuple(setups), tuple(stopped))
 
 
-def _calls(result: ItemResult) -> list[Any]:
+def _stopped_task(path: Path, entry: JournalEntry) -> StoppedTask:
+    """A journalled item the cost limit stopped; a usage error when it is not one, or a call
+    of its has a cost that is not a price (it would switch the budget off)."""
+    try:
+        task = StoppedTask.model_validate(entry.data)
+    except ValidationError as exc:
+        raise pytest.UsageError(
+            f"--llm-resume: {path}: stopped item {entry.nodeid} is not a stopped task: "
+            f"{exc.errors()[0]['msg']}"
+        ) from None
+    if (cost := _bad_cost(task)) is not None:
+        raise pytest.UsageError(
+            f"--llm-resume: {path}: stopped item {entry.nodeid} has a model call costing "
+            f"{cost!r}; costs are finite numbers >= 0"
+        )
+    return task
+
+
+def _calls(result: ItemResult | StoppedTask) -> list[Any]:
     trace = getattr(result, "trace", None)
     return [*getattr(trace, "llm_calls", []), *result.judge_calls]
 
 
-def _bad_cost(result: ItemResult) -> float | None:
+def _bad_cost(result: ItemResult | StoppedTask) -> float | None:
     """A journalled call's cost that is NaN, infinite or negative (it would switch the
     budget off), if any."""
     for call in _calls(result):
@@ -177,7 +204,7 @@ def _bad_cost(result: ItemResult) -> float | None:
     return None
 
 
-def spent(result: ItemResult) -> float:
+def spent(result: ItemResult | StoppedTask) -> float:
     """What an item's model calls cost, the agent's (when it has a trace) and the judge's."""
     return sum(call.cost_usd or 0.0 for call in _calls(result))
 
@@ -275,8 +302,10 @@ class Resume:
             *self.finished.orphans,
         ]
         self.resumed = [result for _, result in kept]
-        self.controller.resume(kept, self.finished.started, self.finished.setups)
-        prior = sum(spent(result) for result in self.resumed)
+        stopped = [entry for entry, _ in self.finished.stopped]
+        self.controller.resume(kept, self.finished.started, self.finished.setups, stopped)
+        # What the stopped items spent was paid for all the same, collected now or not.
+        prior = sum(spent(result) for result in self.resumed) + self.stopped_spent()
         if prior:
             self.config.stash[STATE_KEY].budget.add(prior)
 
@@ -289,6 +318,10 @@ class Resume:
         collected = deselect(config, items, self.finished.results.keys() - set(rerun))
         self.to_run = len(items)
         self._seed(collected, rerun)
+
+    def stopped_spent(self) -> float:
+        """What the items the cost limit stopped had spent, in the runs resumed."""
+        return sum(spent(task) for _, task in self.finished.stopped)
 
     def made_of(self) -> dict[str, str | None]:
         """Each finished item's journaled fingerprint, by node id."""
@@ -336,6 +369,15 @@ class Resume:
             f"({len(self.resumed) - failed} passed, {failed} failed){self._reruns()}; "
             f"{self.to_run - len(self.rerun)} run now"
         )
+        if self.finished.stopped:
+            count = len({entry.nodeid for entry, _ in self.finished.stopped})
+            said = f"llmtool: rerunning {_items(count)} the cost limit stopped"
+            if self.config.stash[STATE_KEY].budget.limit is not None:
+                said += (
+                    f"; the ${self.stopped_spent():.4f} they spent before counts toward "
+                    "--llm-max-cost"
+                )
+            terminalreporter.write_line(said)
         if self.dropped:
             shown = ", ".join(self.dropped[:5])
             more = f" and {len(self.dropped) - 5} more" if len(self.dropped) > 5 else ""
@@ -374,6 +416,11 @@ def resume_command(args: Sequence[str]) -> str:
     without any `--llm-resume` of their own, then a bare `--llm-resume` (last: a bare flag
     takes the next argument, when it is not an option, as its DIR). A bare flag resumes the
     journal the run wrote, beside `--llm-report`'s reports or in pytest's cache."""
+    return shlex.join(["pytest", *_fresh(args), RESUME_FLAG])
+
+
+def _fresh(args: Sequence[str]) -> list[str]:
+    """`args` without any `--llm-resume` (and the DIR given apart after it)."""
     kept: list[str] = []
     rest = list(args)
     while rest:
@@ -384,7 +431,7 @@ def resume_command(args: Sequence[str]) -> str:
             continue
         if not arg.startswith(RESUME_FLAG + "="):
             kept.append(arg)
-    return shlex.join(["pytest", *kept, RESUME_FLAG])
+    return kept
 
 
 def resume_line(metadata: RunMetadata, args: Sequence[str], journalled: bool) -> str | None:
@@ -394,10 +441,16 @@ def resume_line(metadata: RunMetadata, args: Sequence[str], journalled: bool) ->
         return None
     said = f"{metadata.stopped}: {metadata.ran} of {metadata.collected} items ran"
     if not journalled:
-        return (
-            f"{said}; nothing to resume: no item's result was journalled (a run journals "
-            "into --llm-report's DIR, else pytest's cache)"
+        # Stopped before its first result (a Harbor trial's build, a slow first call), or with
+        # nowhere to journal: finishing it is running it again.
+        why = (
+            "no item had finished"
+            if not metadata.ran
+            else "no item's result was journalled (a run journals into --llm-report's DIR, "
+            "else pytest's cache)"
         )
+        again = shlex.join(["pytest", *_fresh(args)])
+        return f"{said}; nothing to resume: {why}; run it again: {again}"
     first = "; raise --llm-max-cost first" if "--llm-max-cost" in str(metadata.stopped) else ""
     return f"{said}; resume with: {resume_command(args)}{first}"
 
@@ -415,10 +468,13 @@ class ResumeAdvice:
         report = self.controller.report
         if report is None:
             return
-        args = self.config.invocation_params.args
+        redact = redactor(self.config)
+        # Each argument redacted before it is quoted: a `[redacted NAME]` put in after would
+        # split the argument at its spaces.
+        args = [redact(arg) for arg in self.config.invocation_params.args]
         line = resume_line(report.metadata, args, self.controller.journal is not None)
         if line is not None:
-            terminalreporter.write_line(redactor(self.config)(line), yellow=True)
+            terminalreporter.write_line(redact(line), yellow=True)
 
 
 def install(config: pytest.Config, settings: Settings, controller: Controller | None) -> None:

@@ -72,6 +72,9 @@ FINGERPRINT_OUTPUT = "llmtool_fingerprint"
 MODEL_DIGESTS_KEY = pytest.StashKey[dict[str, str]]()
 # A journal entry holding a `ModelSetup` (its node id is the setup's key), not a result.
 SETUP_ENTRY = "setup"
+# A journal entry holding a `StoppedTask`: not a result (a resumed run runs it again), but
+# what it spent counts toward a resumed run's `--llm-max-cost`.
+STOPPED_ENTRY = "stopped"
 
 
 def fingerprint(items: Sequence[pytest.Item], digests: TaskDigests | None = None) -> dict[str, str]:
@@ -307,7 +310,8 @@ class Controller:
             kind.name: ResultStore(kind.result_type) for kind in self.kinds
         }
         self.errors: list[ErrorRecord] = []
-        # Items the cost limit stopped: reported, not journalled (a resumed run runs them).
+        # Items the cost limit stopped: reported, and journalled for their spend (a resumed
+        # run runs them again).
         self.stopped: list[StoppedTask] = []
         # What the models were given, each distinct setup once (`EvalReport.setups`).
         self.setups: dict[str, ModelSetup] = {}
@@ -362,10 +366,12 @@ class Controller:
         finished: list[tuple[JournalEntry, ItemResult]],
         started: dt.datetime,
         setups: Sequence[tuple[JournalEntry, ModelSetup]] = (),
+        stopped: Sequence[JournalEntry] = (),
     ) -> None:
         """`--llm-resume`: an earlier run's finished results become this run's, from the
         time it started, and the new journal starts with them at once (and the setups they
-        name), so that it again holds every finished item when this run is stopped too."""
+        name, and the tasks the cost limit stopped, for what they spent), so that it again
+        holds every finished item and all the spend when this run is stopped too."""
         self.started = started
         self.resumed = len(finished)
         early = self.config.stash.get(EARLY_STOP_KEY, None)
@@ -376,7 +382,9 @@ class Controller:
             self.judge_calls_saved += result.judge_calls_saved
         for entry, setup in setups:
             self.setups[entry.nodeid] = setup
-        self._open_journal([*(entry for entry, _ in setups), *(entry for entry, _ in finished)])
+        self._open_journal(
+            [*(entry for entry, _ in setups), *(entry for entry, _ in finished), *stopped]
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -406,6 +414,7 @@ class Controller:
         stopped = report.__dict__.pop(STOPPED_ATTR, None)
         if stopped is not None:
             self.stopped.append(StoppedTask.model_validate_json(stopped["data"]))
+            self._record(STOPPED_ENTRY, report.nodeid, stopped["data"])
         error = getattr(report, ERROR_ATTR, None)
         if error is not None:
             self.errors.append(ErrorRecord.model_validate(error))

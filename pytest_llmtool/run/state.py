@@ -21,6 +21,7 @@ from pytest_llmtool.agents.registry import (
     ClientPool,
     ModelRef,
     build_model,
+    cost_bound_problem,
     overridden,
     resolve,
 )
@@ -107,7 +108,13 @@ class RunState:
             key_missing = ref.key_env and not os.environ.get(ref.key_env)
             if key_missing and self.settings.replay_dir is None:
                 raise AgentError(f"judge model {name!r} needs {ref.key_env} in the environment")
-            self._judges[name] = self.build(ref)
+            judge = self.build(ref)
+            # A scenario's own judge was not among those checked at the start: one the limit
+            # cannot bound stops its item before any call, rather than spend past the limit.
+            unbounded = cost_bound_problem(judge) if self.settings.max_cost is not None else None
+            if unbounded is not None:
+                raise AgentError(unbounded)
+            self._judges[name] = judge
         return self._judges[name]
 
     def _named_marker(

@@ -435,10 +435,11 @@ class _Proxy:
                 stream=True,
             )
         except httpx.HTTPError as exc:
-            # The exception's text may hold the URL, and a `?key=` in it: its type says enough.
-            await self._refuse(
-                conn, writer, 502, f"the endpoint could not be reached ({type(exc).__name__})"
-            )
+            # Named by its URL without the query (a `?key=` may be there) nor credentials (the
+            # origin has none), as the built-in loop names it; the exception's text may hold
+            # both: its type says enough.
+            said = f"{self.origin}{path} ({type(exc).__name__})"
+            await self._refuse(conn, writer, 502, f"the endpoint could not be reached at {said}")
             self.served.append(ServedCall(path, 502, (loop.time() - started) * 1000))
             return
         kept = bytearray()
