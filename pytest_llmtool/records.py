@@ -1220,6 +1220,7 @@ class SkippedTrial(BaseModel):
     task: str  # as `TaskVerdict.task`
     trial: int
     reason: str
+    by: Literal["task", "comparison"] = "task"  # what was decided, so the trial was not needed
 
 
 class EarlyStopSummary(BaseModel):
@@ -1236,8 +1237,11 @@ class EarlyStopSummary(BaseModel):
 
     def line(self) -> str:
         """What stopping saved in one sentence, for the terminal and `report.md`."""
-        reasons = ["tasks decided"] if "tasks" in self.modes else []
-        reasons += ["comparison decided"] if any(d.decided for d in self.comparisons) else []
+        # Named by what skipped a trial, not by the modes asked for: a comparison decided in
+        # the first round may skip every trial before any task is decided.
+        decided = {s.by for s in self.skipped}
+        reasons = ["tasks decided"] if "task" in decided else []
+        reasons += ["comparison decided"] if "comparison" in decided else []
         why = f" ({', '.join(reasons)})" if reasons and self.trials_skipped else ""
         trials = "trial" if self.trials_skipped == 1 else "trials"
         cost = "" if self.cost_saved_usd is None else f" and ~${self.cost_saved_usd:.2f}"

@@ -57,6 +57,27 @@ def test_the_line_says_estimated_and_leaves_out_an_unknown_cost() -> None:
     assert "saved ~4 model calls and ~$0.12 (estimated" in summary.line()
 
 
+def test_the_line_names_what_was_decided_not_the_modes_asked_for() -> None:
+    """A comparison decided in the first round skips every later trial before any task is
+    decided: the line must not say "tasks decided" for it."""
+    skipped = [
+        SkippedTrial(
+            nodeid=f"d::a[m-t{n}]",
+            kind="bash",
+            model="m",
+            task="d::a[m]",
+            trial=n - 1,
+            reason="not needed: the sequential comparison is decided",
+            by="comparison",
+        )
+        for n in (2, 3)
+    ]
+    summary = EarlyStopSummary(modes=["tasks", "compare"], trials_skipped=2, skipped=skipped)
+    assert "not needed (comparison decided);" in summary.line()
+    summary.skipped[0].by = "task"
+    assert "not needed (tasks decided, comparison decided);" in summary.line()
+
+
 # --------------------------------------------------------------------------- end to end
 
 HELLO = [Turn(tool_calls=["echo hello"]), Turn(text="Done.")]
@@ -185,4 +206,6 @@ def test_compare_mode_stops_once_one_model_is_better(pytester: pytest.Pytester) 
     assert len(skipped) == 40 - 14
     assert min(s["trial"] for s in skipped) == 3  # a task's first trial always runs
     result.assert_outcomes(passed=7, failed=7, skipped=26)
-    result.stdout.fnmatch_lines(["SKIPPED*not needed: the comparison is decided: oracle better*"])
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*not needed: the sequential comparison is decided: oracle ahead*"]
+    )

@@ -26,6 +26,7 @@ from pytest_llmtool.history.gate import (
 from pytest_llmtool.records import (
     EvalReport,
     EvaluationResult,
+    HarborResult,
     ModelInfo,
     ModelParams,
     RunMetadata,
@@ -134,25 +135,52 @@ CASES = {
 }
 
 
+def _harbor(model: str, unit: str, passed: bool, variant: str = "") -> HarborResult:
+    kind = {"": None, "A": "skills", "B": "base"}[variant]
+    return HarborResult(
+        nodeid=f"h/{unit}/task.toml::{unit}[{model}{'-' + variant if variant else ''}]",
+        model=model,
+        task_id=unit,
+        task_name=unit,
+        category="c",
+        agent="builtin",
+        variant=variant,
+        variant_kind=kind,  # type: ignore[arg-type]
+        rewards={"reward": float(passed)},
+    )
+
+
 def _paths(case: Case) -> list[Any]:
-    """The case through models side by side, guidance documents and tool modes."""
+    """The case through models side by side (bash tasks, scenarios, Harbor tasks), guidance
+    documents, tool modes and Harbor agent variants."""
     tasks: list[TaskResult] = []
     scenarios: list[ScenarioResult] = []
     scripting: list[TaskResult] = []
+    harbor: list[HarborResult] = []
+    variants: list[HarborResult] = []
     for n, (a, b) in enumerate(case):
         for side, attempts in (("A", a), ("B", b)):
             for passed in attempts:
                 tasks.append(_task(side, f"t{n}", passed))
+                scenarios.append(_scenario(side, f"t{n}", passed, ""))
                 scenarios.append(_scenario("m", f"t{n}", passed, f"{side}.md"))
                 mode = "scripted" if side == "A" else "baseline"
                 scripting.append(_task("m", f"t{n}", passed, mode))
+                harbor.append(_harbor(side, f"t{n}", passed))
+                variants.append(_harbor("m", f"t{n}", passed, side))
     models = [ModelInfo(name=name, provider="offline", model_id=name) for name in ("A", "B")]
     report = EvalReport.model_construct(
-        metadata=RunMetadata.model_construct(models=models), scenarios=scenarios
+        metadata=RunMetadata.model_construct(models=models),
+        scenarios=scenarios,
+        harbor_results=harbor,
+        harbor_variants={},
     )
     found = comparisons(report, BashPass(bash_attempts(tasks), []))
     modes = EvalReport.model_construct(
-        metadata=RunMetadata.model_construct(models=[models[0]]), scenarios=[]
+        metadata=RunMetadata.model_construct(models=[models[0]]),
+        scenarios=[],
+        harbor_results=variants,
+        harbor_variants={"m": {}},
     )
     found += comparisons(modes, BashPass(bash_attempts(scripting), scripting))
     return found
@@ -180,11 +208,14 @@ def _outcomes(case: Case, side: int, model: str = "m") -> list[Outcome]:
 def test_every_comparison_decides_as_its_interval_says(name: str) -> None:
     case, decided = CASES[name]
     found = _paths(case)
-    assert {(c.subject, c.kind) for c in found} == {
-        ("model", "bash"),
+    assert sorted((c.subject, c.kind) for c in found) == [
         ("guidance", "scenario"),
+        ("model", "bash"),
+        ("model", "harbor"),
+        ("model", "scenario"),
         ("tool_mode", "bash"),
-    }
+        ("variant", "harbor"),
+    ]
     for c in found:
         assert (c.mcnemar_p < 0.05) == decided, c.subject
         assert c.pass_difference.excludes_zero() == decided, c.subject
@@ -492,3 +523,91 @@ def test_an_older_record_reads_as_unresolved() -> None:
     for key in ("endpoint", "params", "resolved"):
         del old[key]
     assert ModelInfo.model_validate(old).resolved is False
+
+
+# ------------------------------------------------------- the early stop beside the verdict
+
+
+def test_a_decided_early_stop_is_said_beside_the_verdict_without_contradicting_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # 3 tasks the oracle passes and the nop fails, 10 trials each: the sequential comparison
+    # is decided after 7 discordant trial pairs (e = 26.8 >= 20), while 3 tasks cannot show
+    # a difference over tasks (McNemar p = 0.083). Once "oracle better than nop" stood in the
+    # skip reasons beside "no detectable difference" in the headline.
+    _words(pytester, 3, set())
+    result = _run(
+        pytester,
+        "--llm-model=oracle,nop",
+        "--llm-trials=10",
+        "--llm-early-stop=compare",
+        "--llm-report=out",
+        "-rs",
+    )
+    verdict = (
+        "[bash] oracle vs nop: no detectable difference: McNemar p = 0.083 with 3 shared tasks; "
+        "about 4 would detect +100 pp"
+    )
+    stopped = (
+        "early stop: oracle ahead of nop in these trials (7 of 7 discordant pairs, "
+        "e = 26.8 >= 20); not a verdict over tasks"
+    )
+    lines = result.stdout.lines
+    assert lines[lines.index(verdict) + 1] == stopped
+    result.stdout.fnmatch_lines(
+        ["SKIPPED*not needed: the sequential comparison is decided: oracle ahead of nop in*"]
+    )
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    assert "- early stop: oracle ahead of nop in these trials" in markdown
+    for text in (result.stdout.str(), markdown):
+        assert "better than" not in text
+
+
+def test_a_sequential_decision_names_the_arm_ahead_and_its_wins() -> None:
+    from pytest_llmtool.records import SequentialDecision
+    from pytest_llmtool.stats import sequential
+
+    b_ahead = SequentialDecision(
+        subject="model",
+        a="x",
+        b="y",
+        alpha=0.05,
+        discordant=9,
+        a_wins=1,
+        e_value=21.0,
+        decided=True,
+        better="y",
+    )
+    assert sequential.said(b_ahead) == (
+        "y ahead of x in these trials (8 of 9 discordant pairs, e = 21 >= 20)"
+    )
+
+
+# -------------------------------------------------------------- report.md's run information
+
+
+def test_the_run_information_names_each_models_endpoint_but_no_credential() -> None:
+    from helpers import run_metadata
+
+    from pytest_llmtool.agents.models import ModelEntry, identity
+    from pytest_llmtool.report.markdown import metadata_lines
+
+    url = f"https://user:{SERVER_KEY}@llm.example:8443/v1?api_key={SERVER_KEY}"
+    entry = ModelEntry(
+        "openai",
+        "weak-1",
+        base_url=url,
+        headers=(("X-Key", SERVER_KEY),),
+        params=ModelParams(reasoning_effort="high"),
+    )
+    meta = run_metadata()
+    meta.models = [
+        identity("cand", entry),
+        ModelInfo(name="oracle", provider="offline", model_id="oracle", resolved=True),
+    ]
+    (models,) = [line for line in metadata_lines(meta) if line.startswith("- **Models**")]
+    assert models == (
+        "- **Models**: cand (openai:weak-1 `@` `https://llm.example:8443/v1` (reasoning effort "
+        "high, headers X-Key)), oracle (offline:oracle)"
+    )
+    assert SERVER_KEY not in "\n".join(metadata_lines(meta))

@@ -279,6 +279,10 @@ def test_a_header_and_a_key_a_server_echoes_reach_no_file(
             'protocol = "anthropic"\nparams = { thinking_budget = "lots" }',
             "params.thinking_budget: *",
         ),
+        (  # a literal key would reach the identity every report and the history keep
+            'protocol = "openai-chat"\nparams = { extra_body = { auth = { Api-Key = "sk-1" } } }',
+            "params.extra_body: auth.Api-Key looks like a credential, *header with ${VAR}*",
+        ),
     ],
 )
 def test_a_bad_table_is_a_usage_error_naming_file_table_and_key(

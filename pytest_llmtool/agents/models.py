@@ -97,12 +97,42 @@ class _Params(BaseModel):
             raise ValueError("must be a finite number")
         return value
 
+    @field_validator("extra_body")
+    @classmethod
+    def _no_credential(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The body is part of the model's identity, written to every report and the history.
+        found = _credential(value or {})
+        if found is not None:
+            raise ValueError(
+                f"{found} looks like a credential, and extra_body is written to the report and "
+                "the history as given: send it as a header with ${VAR} (header values are "
+                "never recorded)"
+            )
+        return value
+
     @field_validator("thinking_budget")
     @classmethod
     def _budget(cls, value: int | str | None) -> int | str | None:
         if isinstance(value, int) and value < 1:
             raise ValueError("must be a number of tokens >= 1, or 'adaptive'")
         return value
+
+
+# Body keys that carry a credential (compared lower-case, `-` as `_`).
+CREDENTIAL_KEYS = frozenset(
+    {"api_key", "apikey", "key", "token", "access_token", "secret", "password", "authorization"}
+)
+
+
+def _credential(body: dict[str, Any], path: str = "") -> str | None:
+    """The first key of `body` (nested tables included) named like a credential, dotted."""
+    for key, value in body.items():
+        dotted = f"{path}{key}"
+        if str(key).lower().replace("-", "_") in CREDENTIAL_KEYS:
+            return dotted
+        if isinstance(value, dict) and (found := _credential(value, f"{dotted}.")) is not None:
+            return found
+    return None
 
 
 class _Price(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pytest_llmtool import stats
 from pytest_llmtool.records import Comparison, EvalReport, agent_model
+from pytest_llmtool.stats import sequential
 from pytest_llmtool.stats.intervals import any_small, show_difference
 
 
@@ -16,6 +17,17 @@ def verdict_lines(report: EvalReport) -> list[str]:
     """Each comparison's verdict with the numbers that decided it (p, shared tasks), one line
     per pair: what the headline says of the comparisons."""
     return [f"[{c.kind}] {_compared(c)}: {c.verdict}" for c in report.comparisons]
+
+
+def sequential_lines(report: EvalReport) -> list[str]:
+    """`--llm-early-stop=compare`'s decided comparisons, each said as what it decided: when
+    the trials could stop, over these tasks' trials. The verdict over tasks stays
+    `verdict_lines`', so a run whose trials decided early may still read "no detectable
+    difference" there, and the two lines say why without contradicting."""
+    found = report.early_stop.comparisons if report.early_stop is not None else []
+    return [
+        f"early stop: {sequential.said(d)}; not a verdict over tasks" for d in found if d.decided
+    ]
 
 
 def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
@@ -55,8 +67,9 @@ def comparison_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
 
 
 def multiplicity_note(report: EvalReport) -> str | None:
-    """With several pairs, how many of their differences survive Holm's correction: each
-    verdict tests its own pair at 5%, so among many pairs one may differ by chance."""
+    """With several pairs, how many of their differences survive Holm's correction, naming
+    those that do not (the verdicts above name them all): each verdict tests its own pair at
+    5%, so among many pairs one may differ by chance."""
     found = report.comparisons
     if len(found) < 2:
         return None
@@ -67,13 +80,16 @@ def multiplicity_note(report: EvalReport) -> str | None:
         for c, p in zip(found, adjusted, strict=True)
         if p < stats.ALPHA
     ]
-    said = f"Each verdict tests its own pair at 5%; across these {len(found)} pairs"
     if not differ:
-        return f"{said} none differs, so a correction for their number changes nothing."
-    return (
-        f"{said}, Holm's correction (5% for the family) keeps {len(kept)} of the "
-        f"{len(differ)} differences" + (f": {', '.join(kept)}." if kept else ".")
-    )
+        return f"None of these {len(found)} pairs differs: correcting for them changes nothing."
+    said = f"Holm's correction over these {len(found)} pairs (5% for the family) keeps"
+    lost = [name for name in (f"[{c.kind}] {_compared(c)}" for c in differ) if name not in kept]
+    if not lost:
+        every = {1: "the one difference", 2: "both differences"}.get(
+            len(kept), f"all {len(kept)} differences"
+        )
+        return f"{said} {every}."
+    return f"{said} {len(kept)} of the {len(differ)} differences; not {', '.join(lost)}."
 
 
 def uncompared_note(report: EvalReport) -> str | None:

@@ -4,7 +4,7 @@ the HTML banner): one text, so that no output says more, less or otherwise than 
 from __future__ import annotations
 
 from pytest_llmtool.records import EvalReport
-from pytest_llmtool.report.comparisons import verdict_lines
+from pytest_llmtool.report.comparisons import sequential_lines, verdict_lines
 from pytest_llmtool.report.costs import cost_cell, cost_notes, model_costs
 from pytest_llmtool.report.figures import NOTHING_SCORED, ModelFigures, model_figures
 
@@ -16,8 +16,9 @@ def headline_lines(report: EvalReport, figures: list[ModelFigures] | None = None
     needs): PARTIAL first when the run stopped early; per model the items passed of those
     scored over every kind, the pass rate with its 95% interval over tasks, how many tasks
     failed, errors apart and the cost (or `no item was scored` in place of any rate); then
-    the cost notes, each comparison's verdict with its p and shared tasks, and the gate's
-    decision. `figures` is `model_figures(report)` when the caller has it already."""
+    the cost notes, each comparison's verdict with its p and shared tasks, what an early
+    stop's sequential comparison decided, and the gate's decision. `figures` is
+    `model_figures(report)` when the caller has it already."""
     figures = model_figures(report) if figures is None else figures
     costs = model_costs(report)
     lines = [report.partial] if report.partial else []
@@ -26,6 +27,7 @@ def headline_lines(report: EvalReport, figures: list[ModelFigures] | None = None
     lines += [_model_line(f, costs, report.task_rule) for f in figures]
     lines += cost_notes(report)
     lines += verdict_lines(report)
+    lines += sequential_lines(report)
     lines += [report.gate] if report.gate else []
     return lines
 

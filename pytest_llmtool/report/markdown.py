@@ -283,7 +283,9 @@ def _verdict_lines(report: EvalReport) -> list[str]:
 
 
 def metadata_lines(meta: RunMetadata) -> list[str]:
-    models = ", ".join(f"{m.name} ({m.provider}:{m.model_id})" for m in meta.models)
+    # What each name resolved to, endpoint and parameters included (never a credential), as
+    # the baseline table and `llmtool history show` say it.
+    models = ", ".join(f"{m.name} ({baseline.describe(m)})" for m in meta.models)
     versions = [f"pytest-llmtool {meta.plugin}", f"pytest {meta.pytest}", f"Python {meta.python}"]
     versions += [f"bashkit {meta.bashkit}"] if meta.bashkit else []
     versions += [f"{name} {version}" for name, version in meta.sdks.items()]

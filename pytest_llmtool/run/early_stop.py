@@ -44,7 +44,7 @@ from pytest_llmtool.records import (
 from pytest_llmtool.run.items import LlmItem
 from pytest_llmtool.settings import Settings
 from pytest_llmtool.stats.outcomes import task_of
-from pytest_llmtool.stats.sequential import ModelComparisons
+from pytest_llmtool.stats.sequential import ModelComparisons, said
 from pytest_llmtool.stats.task_rule import TaskRule
 
 EARLY_STOP_KEY = pytest.StashKey["EarlyStop"]()
@@ -182,12 +182,8 @@ class EarlyStop:
         task = paired_task(result.nodeid, result.model, result.trial)
         self.comparison.observe(task, result.trial, result.model, result.passed)
         if self.comparison.decided:
-            said = "; ".join(
-                f"{d.better} better than {d.b if d.better == d.a else d.a} "
-                f"(e = {d.e_value:.3g} >= {1 / d.alpha:g})"
-                for d in self.comparison.decisions
-            )
-            self._decide({"compare": f"the comparison is decided: {said}"})
+            words = "; ".join(said(d) for d in self.comparison.decisions)
+            self._decide({"compare": f"the sequential comparison is decided: {words}"})
 
     def seed(self, results: Iterable[ItemResult]) -> None:
         """`--llm-resume`: the journal's results count, so the trials they decided are not
@@ -308,6 +304,7 @@ class EarlyStop:
             task=task,
             trial=item.trial,
             reason=reason,
+            by="task" if task in self.decided else "comparison",
         )
         pytest.skip(reason)
 

@@ -1,9 +1,9 @@
 """Models side by side: paired comparisons, and seed 000's cross-model diagnostics.
 
-Two models (or two guidance documents, or a model's two tool modes on scripting-tool tasks,
-or a model's Harbor agent variant and its base variant) that ran the same tasks are compared
-task by task: pairing removes the between-task variance,
-which is most of it. One rule decides every verdict (docs/results.md): the paired pass
+Two models (on bash tasks, scenarios or Harbor tasks; or two guidance documents, or a
+model's two tool modes on scripting-tool tasks, or a model's Harbor agent variant and its base
+variant) that ran the same tasks are compared task by task: pairing removes the between-task
+variance, which is most of it. One rule decides every verdict (docs/results.md): the paired pass
 rate difference is significant when its test gives p < 0.05 (`stats.paired_rates`: McNemar's
 score test with one attempt per task, the paired t test with several), and the interval
 printed beside it is the one that test inverts, so the two never disagree. The verdict line
@@ -109,11 +109,29 @@ def scenario_attempts(results: Iterable[ScenarioResult]) -> list[Attempt]:
     ]
 
 
-def variant_attempts(results: Iterable[HarborResult], model: str) -> list[Attempt]:
-    """One model's Harbor items, by agent variant (`--llm-harbor-variants`); the score is
-    the reward cut to [0, 1] (none: 0, as Harbor's mean counts it)."""
+def _reward(r: HarborResult) -> float:
+    """A Harbor item's score: its reward cut to [0, 1] (none: 0, as Harbor's mean counts it)."""
+    return min(max(r.reward or 0.0, 0.0), 1.0)
+
+
+def harbor_attempts(results: Iterable[HarborResult]) -> list[Attempt]:
+    """Harbor items, by model: one unit per task and agent variant, so models pair a
+    variant with the same variant."""
     return [
-        Attempt(task_of(r.nodeid), r.variant, r.passed, min(max(r.reward or 0.0, 0.0), 1.0))
+        Attempt(
+            task_of(r.nodeid) + (f"[{r.variant}]" if r.variant else ""),
+            r.model,
+            r.passed,
+            _reward(r),
+        )
+        for r in results
+    ]
+
+
+def variant_attempts(results: Iterable[HarborResult], model: str) -> list[Attempt]:
+    """One model's Harbor items, by agent variant (`--llm-harbor-variants`)."""
+    return [
+        Attempt(task_of(r.nodeid), r.variant, r.passed, _reward(r))
         for r in results
         if r.model == model and r.variant
     ]
@@ -228,9 +246,7 @@ def verdict_line(
     decided = f"{test} p = {p:.2g} with {difference.n} shared {tasks}"
     if found is not None:
         return f"{found}: {intervals.pp(difference.estimate)}, {decided}"
-    if needed is None:
-        return f"no detectable {change}: {decided}; no change seen"
-    if needed > difference.n:
+    if needed is not None and needed > difference.n:
         return (
             f"no detectable {change}: {decided}; about {needed} would detect "
             f"{intervals.pp(difference.estimate)}"
@@ -292,14 +308,18 @@ def _read(found: BashPass, r: TaskResult) -> None:
 
 
 def comparisons(report: EvalReport, bash: BashPass | None = None) -> list[Comparison]:
-    """Every pair of models per kind, then every pair of guidance documents per model, then
-    each model's scripted against baseline mode."""
+    """Every pair of models per kind (bash tasks, scenarios, Harbor tasks), then every pair
+    of guidance documents per model, then each model's scripted against baseline mode, then
+    each model's Harbor variants against its base."""
     if bash is None:
         bash = bash_pass(report)
     found: list[Comparison] = []
+    # Harbor items are read only when models can pair: a pass over them, each decoded.
+    several = len({m.name for m in report.metadata.models}) > 1 and report.harbor_results
     for kind, attempts in (
         ("bash", bash.attempts),
         ("scenario", scenario_attempts(report.scenarios)),
+        ("harbor", harbor_attempts(report.harbor_results) if several else []),
     ):
         found += _pairs(kind, "model", by_side(attempts), _models(report, attempts))
     guided = [r for r in report.scenarios if r.guidance]

@@ -63,6 +63,19 @@ def rule_text(alpha: float, comparisons: int = 1) -> str:
     )
 
 
+def said(decision: SequentialDecision) -> str:
+    """A decided comparison in words scoped to what it decides: which arm passes more of
+    these tasks' trials, not a verdict over tasks (the paired comparison's, which may well
+    find no detectable difference on the same run: docs/trials.md)."""
+    d = decision
+    a_ahead = d.better == d.a
+    wins = d.a_wins if a_ahead else d.discordant - d.a_wins
+    return (
+        f"{d.better} ahead of {d.b if a_ahead else d.a} in these trials ({wins} of "
+        f"{d.discordant} discordant pairs, e = {d.e_value:.3g} >= {1 / d.alpha:g})"
+    )
+
+
 class PairedSequential:
     """One comparison of arm `a` with arm `b`: outcomes arrive one arm at a time, in any
     order; a (task, trial) becomes a pair once both arms have it. Decided once the e-value
