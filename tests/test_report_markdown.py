@@ -32,6 +32,14 @@ HOSTILE = [
 ]
 
 
+def test_a_urls_code_span_leaves_the_sentences_punctuation_out() -> None:
+    said = "cannot reach the provider at http://127.0.0.1:9/v1/chat/completions: Connection error."
+    assert text(said) == (
+        "cannot reach the provider at `http://127.0.0.1:9/v1/chat/completions`: Connection error."
+    )
+    assert text("see http://h/x.") == "see `http://h/x`."
+
+
 @pytest.mark.parametrize("value", HOSTILE)
 def test_text_is_inert(value: str) -> None:
     out = text(value)

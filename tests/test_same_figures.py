@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_llm_server import FakeLLMServer
 from helpers import (
     TASKS,
     attempt_metrics,
@@ -35,20 +36,29 @@ from helpers import (
     write_dataset,
     write_scenario,
 )
+from test_early_stop import ARGS as EARLY_ARGS
+from test_early_stop import _plant
 
 from pytest_llmtool import history
 from pytest_llmtool.cli import main
 from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds.bash.kind import failure_message
+from pytest_llmtool.kinds.harbor.report import failure as harbor_failure
+from pytest_llmtool.kinds.optimization.report import trajectory_lines
+from pytest_llmtool.kinds.optimization.run import headline as optimization_headline
+from pytest_llmtool.kinds.scenario.gates import Trajectory, trajectory_result
 from pytest_llmtool.records import (
     EvalReport,
+    HarborResult,
     ModelInfo,
     OptimizationResult,
     ScoreResult,
     SpeedupInterval,
     TaskScore,
 )
-from pytest_llmtool.report.figures import model_figures
+from pytest_llmtool.report.figures import figures_of, model_figures
+from pytest_llmtool.report.headline import headline_lines
+from pytest_llmtool.trajectory.calls import Call
 
 # A check whose argument is three lines: each output shows it on one line, `\n` escaped.
 NAMES = {
@@ -267,3 +277,271 @@ def test_the_history_counts_every_kind_as_the_outputs_do(
         conn.execute("UPDATE runs SET figures = NULL")
     lines = _cli(capsys, "history", "list", "--db", str(db))
     assert all(_shows(lines, m, *figures) for m, figures in expected.items()), lines
+
+
+def test_trials_stopped_early_show_one_rate_everywhere(
+    pytester: pytest.Pytester,
+    server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ten trials with a rule of 8/10, stopped early: alpha passes 8 of 8, beta 3 of 6,
+    gamma 0 of 3, and 13 trials are not needed (`test_early_stop`). The pass rate is the
+    mean over tasks, 50%, with its interval; the bash table showed the share of items, 65%
+    (11/17), beside the same interval, and the headline 50%."""
+    write_dataset(pytester, TASKS[:3])
+    step = pytester.path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    _plant(server)
+    result = pytester.runpytest(
+        "-p", "no:randomly", *EARLY_ARGS, "--llm-early-stop=tasks", "--llm-report=out",
+        "--html=out/report.html", "-v",
+    )  # fmt: skip
+    # A trial not needed is a skip: neither scored nor passed, in pytest's line as anywhere.
+    result.assert_outcomes(passed=11, failed=6, skipped=13)
+    report = EvalReport.model_validate(read_report(pytester))
+    assert report.early_stop is not None and report.early_stop.trials_skipped == 13
+    runs = {"alpha": [True] * 8, "beta": [True, False] * 3, "gamma": [False] * 3}
+    expected = figures_of("haiku", {("bash", t): a for t, a in runs.items()}, 0)
+    assert expected.shown_rate.startswith("50% ")
+    assert [(f.passed, f.scored, f.shown_rate) for f in model_figures(report)] == [
+        (11, 17, expected.shown_rate)
+    ]
+    db = str(pytester.path / ".llmtool" / "history.db")
+    outputs = {
+        "terminal": result.stdout.lines,
+        "report.md": _markdown_plain((pytester.path / "out" / "report.md").read_text()),
+        "step summary": _markdown_plain(step.read_text()),
+        "HTML": _html_lines((pytester.path / "out" / "report.html").read_text()),
+        "history show": _cli(capsys, "history", "show", "last", "--db", db),
+        "history list": _cli(capsys, "history", "list", "--db", db),
+        "history trend": _cli(capsys, "history", "trend", "--db", db),
+    }
+    texts = {name: "\n".join(o) if isinstance(o, list) else o for name, o in outputs.items()}
+    problems = [
+        f"{name} lacks haiku 11/17 {expected.shown_rate}"
+        for name, text in texts.items()
+        if not _shows(text.splitlines(), "haiku", "11/17", expected.shown_rate)
+    ]
+    # The share of items is no pass rate: nowhere beside an interval.
+    problems += [f"{name} shows 65%" for name, text in texts.items() if "65% [" in text]
+    # The tasks against the rule: the headline's count and the history's, the same tasks.
+    problems += [
+        f"{name} lacks the tasks below the rule"
+        for name in ("terminal", "report.md", "step summary", "HTML")
+        if "2 of 3 tasks below the 8/10 rule" not in texts[name]
+    ]
+    if "1/3 meet 8/10" not in texts["history list"]:
+        problems.append("history list lacks 1/3 meet 8/10")
+    assert not problems, "\n".join(problems)
+
+
+# A third-party kind (docs/extending.md): each line of a `.txt` file is a task `<id> <verb>`,
+# passed when the verb is `pass`.
+LINE_KIND = """
+from pytest_llmtool.kinds import Kind
+from pytest_llmtool.records import ItemResult
+
+
+class LineResult(ItemResult):
+    verb: str
+
+    @property
+    def passed(self):
+        return self.verb == "pass"
+
+
+class LineKind(Kind):
+    name, result_type = "lines", LineResult
+
+    def recognises(self, path, state):
+        return path.suffix == ".txt"
+
+    def load(self, path):
+        yield from enumerate(path.read_text().splitlines(), 1)
+
+    def task_id(self, work):
+        return work.split()[0]
+
+    def category(self, work):
+        return "toy"
+
+    async def run(self, item, state):
+        verb = item.work.split()[1]
+        return LineResult(nodeid=item.nodeid, model=item.model.name, trial=item.trial, verb=verb)
+
+    def properties(self, result):
+        return []
+
+    def failure(self, result):
+        return "the line said " + result.verb
+
+    def report_fields(self, results, errors):
+        return {"results": results}
+
+
+def pytest_llmtool_kinds(config):
+    return [LineKind()]
+"""
+
+
+def test_a_third_party_kind_counts_in_the_headline_as_in_the_history(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The headline counted the built-in kinds only, the history every kind: oracle's
+    2 of 3 bash tasks and 2 of 3 lines read 2/3 in the terminal and 4/6 in the history."""
+    write_dataset(pytester, TASKS)
+    pytester.makeconftest(LINE_KIND)
+    pytester.makefile(".txt", lines="a pass\nb fail\nc pass\n")
+    result = pytester.runpytest("-p", "no:randomly", "--llm-model=oracle", "--llm-report=out")
+    result.assert_outcomes(passed=4, failed=2, skipped=1)
+    attempts = [True, True, False]  # alpha, beta, gamma; then a, b, c
+    tasks = {(kind, str(n)): [a] for kind in ("bash", "lines") for n, a in enumerate(attempts)}
+    expected = figures_of("oracle", tasks, 0)
+    figures = ("4/6", expected.shown_rate)
+    db = str(pytester.path / ".llmtool" / "history.db")
+    outputs = {
+        "terminal": result.stdout.lines,
+        "report.md": _markdown_plain((pytester.path / "out" / "report.md").read_text()).split("\n"),
+        "history show": _cli(capsys, "history", "show", "last", "--db", db),
+        "history list": _cli(capsys, "history", "list", "--db", db),
+        "history trend": _cli(capsys, "history", "trend", "--db", db),
+    }
+    problems = [name for name, lines in outputs.items() if not _shows(lines, "oracle", *figures)]
+    assert not problems, (figures, outputs)
+
+
+# A gate written as a YAML block: two commands, one a line. The oracle passes it, nop fails it.
+BLOCK_GATE = {"type": "command_succeeds", "command": "test -f notes.txt\ngrep -q milk notes.txt\n"}
+SHOWN_GATE = "`test -f notes.txt\\ngrep -q milk notes.txt`"
+
+
+@needs_bwrap
+def test_a_multi_line_gate_is_shown_on_one_line_in_every_output(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """A scenario gate's message quoted its command as written: its line break split the
+    terminal's gate table and read as a space in report.md, the HTML and Inspect."""
+    base = scenario()
+    base["evaluation"]["gates"].append(BLOCK_GATE)
+    write_scenario(project, base)
+    inspect = importlib.util.find_spec("inspect_ai") is not None
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--llm-model=oracle,nop", "--llm-report=out",
+        "--html=out/report.html", *(["--llm-inspect-log=logs"] if inspect else []),
+    )  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    terminal = "\n".join(result.stdout.lines)
+    markdown = (pytester.path / "out" / "report.md").read_text()
+    items = "\n".join(_strings(_html_data((pytester.path / "out" / "report.html").read_text())))
+    shown = {
+        "terminal": terminal,
+        "report.md": _markdown_plain(markdown),
+        "HTML": html.unescape(items),
+    }
+    if inspect:
+        from inspect_ai.log import read_eval_log
+
+        logs = [read_eval_log(str(p)) for p in (pytester.path / "logs").glob("*.eval")]
+        shown["Inspect log"] = "\n".join(
+            str(score.explanation)
+            for log in logs
+            for sample in log.samples or []
+            for score in (sample.scores or {}).values()
+        )
+    problems = [name for name, text in shown.items() if SHOWN_GATE not in text]
+    problems += [
+        f"{name} splits or joins it"
+        for name, text in shown.items()
+        if "notes.txt grep" in text or "\ngrep -q milk" in text
+    ]
+    assert not problems, problems
+    # report.json keeps the message as the gate said it, its line break included.
+    report = read_report(pytester)
+    messages = [g["message"] for s in report["scenarios"] for g in s["evaluation"]["gates"]]
+    assert "`test -f notes.txt\ngrep -q milk notes.txt` exited 0" in messages
+
+
+def test_a_trajectory_guardrail_with_a_line_break_reads_on_one_line() -> None:
+    """A Harbor trial's or an optimization attempt's broken guardrail: a pattern of two lines
+    (a YAML string with `\\n`) that found a command of two lines. Both read on one line, with
+    `\\n`: the command's break was a space ("cp a b c", a command not run), the pattern's
+    split the line."""
+    gate = Trajectory.model_validate({"assert": "forbidden", "pattern": "cp a\nb"})
+    calls = [Call(1, "bash", "cp a\nb c", {"command": "cp a\nb c"}, 0)]
+    broken = trajectory_result(gate, calls, 1)
+    assert not broken.passed and broken.identifier == "trajectory(forbidden:cp a\nb)"
+    harbor = HarborResult(
+        nodeid="t.toml::t[oracle]",
+        model="oracle",
+        task_id="t",
+        task_name="t",
+        category="toy",
+        agent="oracle",
+        rewards={"reward": 1.0},
+        trajectory=[broken],
+    )
+    attempt = _attempt("oracle", 3.0, 2.0).model_copy(update={"trajectory": [broken]})
+    shown = [harbor_failure(harbor), optimization_headline(attempt), *trajectory_lines(attempt)]
+    first = [shown[0].splitlines()[0], *shown[1:]]  # a Harbor failure's first line
+    assert all("forbidden:cp a\\nb)" in line for line in first), first
+    assert all("call 1 (bash): cp a\\nb c -> exit 0" in line for line in first), first
+    assert all("\n" not in line for line in shown[1:]), shown
+    # A bash task's trajectory check, its detail in the failure's table.
+    check = ScoreResult(
+        check="trajectory:forbidden:cp a\nb", passed=False, detail=broken.message, weight=1
+    )
+    lines = failure_message(TaskScore.of("t", [check]), "turns: 1").splitlines()
+    assert lines[3] == f"FAIL  trajectory:forbidden:cp a\\nb  {escaped(broken.message)}"
+    assert "matched call 1 (bash): cp a\\nb c -> exit 0" in lines[3]
+
+
+def test_history_list_lines_up_its_columns_with_long_names_and_task_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs with and without a per-task rule, a short and a long model name: each header
+    ends where its column's cells end (the figures are right-aligned) and starts where they
+    start (the run's own columns, left-aligned)."""
+    from test_task_verdicts_views import _report
+
+    db = tmp_path / "history.db"
+    long = "openai-compatible-a-very-long-model-name-11"
+    for n in range(12):
+        report = _report()
+        if n % 3 == 0:  # a run without trials: no Tasks cell
+            report.task_rule, report.task_verdicts = None, []
+        if n % 2:
+            report.metadata.models = [ModelInfo(name=long, provider="fake", model_id="x")]
+            for item in [*report.results, *report.task_verdicts]:
+                item.model = long
+        history.append(db, report)
+    header, *rows = _cli(capsys, "history", "list", "--db", str(db))
+    names = ["Run", "Started", "Datasets", "Model", "Passed", "Pass rate [95% CI]", "Errors"]
+    names += ["Tasks", "Items", "Exit"]
+    starts = [header.index(name) for name in names]
+    assert starts == sorted(starts) and len(rows) == 12
+    for row in rows:
+        for n, (name, start) in enumerate(zip(names, starts, strict=True)):
+            if n < 4:  # left-aligned: the cell starts under its header
+                assert row[start] != " " and (start == 0 or row[start - 1] == " "), (name, row)
+            else:  # right-aligned: the cell ends under its header's end
+                end = start + len(name)
+                assert row[end - 1] != " " and row[end : end + 1] in ("", " "), (name, row)
+    assert any(long in row and "2/3 meet 8/10 (1 undecided)" in row for row in rows)
+
+
+def test_the_headline_counts_the_tasks_the_rule_judged_and_names_the_rates_unit() -> None:
+    """A task whose every trial was stopped has a verdict and no scored item (as has a task
+    judged per guidance document but counted once by the rate): the headline said "2 of 3
+    tasks below the rule" of 4 tasks judged (and "2 of 1" or "66 of 65" elsewhere). Its
+    rate, a mean over tasks of 10, 7 and 8 scored trials, is no share of the 25 items."""
+    from test_task_verdicts_views import _report, _verdict
+
+    report = _report()
+    stopped = "10 trials not run (stopped by the cost limit)"
+    report.task_verdicts.append(_verdict("delta", "undecided", 0, reason=stopped))
+    (figures,) = model_figures(report)
+    assert (figures.tasks, figures.ruled, len(figures.failed)) == (3, 4, 2)
+    (line,) = [line for line in headline_lines(report) if line.startswith("m: ")]
+    assert "23/25 items passed, pass rate 93% [" in line and "(mean over 3 tasks)" in line
+    assert "2 of 4 tasks below the 8/10 rule (2 undecided)" in line, line

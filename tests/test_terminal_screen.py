@@ -11,11 +11,20 @@ import pytest
 from helpers import TASKS, needs_bwrap, scenario, task, write_dataset, write_project, write_scenario
 from helpers import write_task as write_optimization
 
+from pytest_llmtool.kinds.harbor.report import screen_lines as harbor_screen_lines
 from pytest_llmtool.kinds.optimization.report import terminal_lines as optimization_lines
-from pytest_llmtool.records import EvalReport
-from pytest_llmtool.report.figures import NOTHING_SCORED, model_verdicts
+from pytest_llmtool.records import EvalReport, HarborSummary, Interval
+from pytest_llmtool.report.figures import NOTHING_SCORED, ModelFigures, model_verdicts
 from pytest_llmtool.report.headline import headline_lines
-from pytest_llmtool.report.terminal import Screen, fit, format_table, terminal_lines
+from pytest_llmtool.report.terminal import (
+    Screen,
+    failed_lines,
+    fit,
+    format_table,
+    terminal_lines,
+)
+from pytest_llmtool.stats.compare import verdict_line
+from pytest_llmtool.stats.intervals import SMALL_NOTE
 
 HEAD = "llmtool eval summary"
 
@@ -180,3 +189,101 @@ def test_an_empty_run_says_no_item_was_scored() -> None:
     lines = terminal_lines(report, [])
     assert lines[0] == "No item was scored."
     assert not any("%" in line for line in lines)
+
+
+class _Table:
+    """A kind whose one-screen and full tables both star a small interval."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+
+    def screen_lines(self, report: EvalReport, width: int) -> list[str]:
+        return [self.title, SMALL_NOTE]
+
+    def terminal_lines(self, report: EvalReport) -> list[str]:
+        return [self.title, SMALL_NOTE]
+
+
+@pytest.mark.parametrize("detail", ["short", "full"])
+def test_the_small_interval_note_is_said_once_under_the_last_starred_table(detail: str) -> None:
+    from helpers import run_metadata
+
+    kinds = [_Table("Bash tasks"), _Table("Scenarios"), _Table("Harbor tasks")]
+    lines = terminal_lines(EvalReport(metadata=run_metadata()), kinds, Screen(detail))
+    assert lines.count(SMALL_NOTE) == 1, lines
+    assert lines.index(SMALL_NOTE) == lines.index("Harbor tasks") + 1
+
+
+def _harbor(failures: dict[str, int], errors: dict[str, int]) -> EvalReport:
+    from helpers import run_metadata
+
+    interval = Interval(estimate=1.0, low=0.2, high=1.0, n=2, method="wilson-cc")
+    summary = HarborSummary(
+        items=2, passed=2, pass_rate=1.0, pass_rate_ci=interval, failures=failures, errors=errors
+    )
+    summary.input_tokens, summary.output_tokens, summary.cost_usd = 1200, 300, 0.01
+    return EvalReport(metadata=run_metadata(), harbor={"oracle": summary})
+
+
+def test_the_harbor_table_reads_as_the_other_kinds_tables() -> None:
+    lines = harbor_screen_lines(_harbor({}, {}), 120)
+    assert lines[0].split() == ["Harbor", "tasks", "Passed", "Pass", "rate", "Tokens"]
+    assert lines[1].split() == ["oracle", "2/2", "100%", "[20\u2013100%]*", "1,500"]
+    assert lines[2:] == [SMALL_NOTE]
+    # A failure or an error brings its column back.
+    failing = harbor_screen_lines(_harbor({"below threshold": 1}, {}), 120)
+    assert "Failures" in failing[0] and "Errors" not in failing[0]
+    assert "below threshold 1" in failing[1]
+
+
+def test_a_verdict_over_tasks_that_all_agree_says_its_numbers_once() -> None:
+    same = Interval(estimate=0.0, low=-0.5, high=0.5, n=1, method="tango")
+    assert verdict_line(None, same, 1.0, "McNemar", None) == (
+        "no detectable difference: McNemar p = 1 with 1 shared task"
+    )
+
+
+@needs_bwrap
+def test_the_examples_default_output_fits_one_screen(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Today's examples folder (its bash tasks, scripting tools and scenarios, ax-eval's
+    included; the optimization tasks' benchmarks and Harbor's containers left out for time),
+    the whole of pytest's output: one screen. pytest-benchmark's header is the dev
+    environment's, not the plugin's."""
+    monkeypatch.setenv("COLUMNS", "120")
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    ignored = [f"--ignore={examples / name}" for name in ("optimization", "harbor")]
+    args = [str(examples), *ignored, "-p", "no:randomly", "-p", "no:cacheprovider"]
+    # pytester's in-process run imports the plugin before pytest can rewrite it: its warning.
+    args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    result = pytester.runpytest(*args, "--llm-history=off")
+    result.assert_outcomes(passed=64)
+    ours = [line for line in result.outlines if not line.startswith("benchmark: ")]
+    assert len(ours) <= 50, "\n".join(ours)
+    assert max(map(len, ours)) <= 120, "\n".join(ours)
+    lines = summary(result.outlines)
+    assert lines[0].startswith("oracle: 64/64 items passed")
+    text = "\n".join(lines)
+    assert text.count(SMALL_NOTE) == 1 and "no change seen" not in text, text
+
+
+def test_undecided_tasks_are_not_listed_as_failed() -> None:
+    """`--llm-early-stop` may stop every trial once the models' comparison is decided: the
+    tasks are then below the rule, undecided, and the oracle failed none of them."""
+    oracle = ModelFigures("oracle", 2, 2, 2, None, 0, ["alpha", "beta"], undecided=2)
+    nop = ModelFigures("nop", 0, 2, 2, None, 0, ["alpha", "beta"], undecided=1)
+    assert failed_lines([oracle, nop], 120, "2/3") == [
+        "Tasks below the 2/3 rule (failed or undecided):",
+        "  oracle (2 undecided): alpha, beta",
+        "  nop (1 undecided): alpha, beta",
+    ]
+    decided = ModelFigures("nop", 0, 2, 2, None, 0, ["alpha", "beta"])
+    assert failed_lines([decided], 120, "2/3") == ["Failed tasks:", "  nop: alpha, beta"]
+
+
+def test_the_failed_tasks_line_names_as_many_as_fit() -> None:
+    names = [f"task_number_{n:02d}" for n in range(40)]
+    lines = failed_lines([ModelFigures("nop", 0, 40, 40, None, 0, names)], 80)
+    assert len(lines) == 2 and len(lines[1]) <= 80, lines
+    assert lines[1].endswith("more (all in report.md)")

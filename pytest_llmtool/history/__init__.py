@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_llmtool.records import SCHEMA_VERSION, EvalReport, Interval
 from pytest_llmtool.report import Writer, report_json
-from pytest_llmtool.report.figures import ModelFigures, figures_of, model_figures
+from pytest_llmtool.report.figures import ModelFigures, figures_of
 from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.stats import baseline
 from pytest_llmtool.stats.outcomes import (
@@ -363,7 +363,7 @@ def append(
                     v.need,
                     v.passed,
                     v.failed,
-                    v.errored,
+                    v.errored + v.stopped,  # not scored, as stored before `stopped` was apart
                     v.not_needed,
                     v.verdict,
                     v.reason,
@@ -537,6 +537,17 @@ def _counted(model: str, tasks: Counts) -> ModelFigures:
     return figures_of(model, attempts, sum(e for _, _, e in tasks.values()))
 
 
+def _run_figures(
+    path: Path, run_id: int, stored: Any, older: Mapping[int, Mapping[str, Counts]]
+) -> dict[str, ModelFigures]:
+    """A run's figures by model as its outputs showed them: as stored (`figures`, the
+    only record of a third-party kind's outcomes, which its report.json lacks), or for a
+    run recorded before they were, worked out from its items (`older`, `_item_counts`)."""
+    if stored is None:
+        return {m: _counted(m, tasks) for m, tasks in older.get(run_id, {}).items()}
+    return _restored(path, run_id, _loads(path, run_id, "figures", stored))
+
+
 def rate(figures: ModelFigures | None) -> dict[str, Any] | None:
     """A model's figures as the commands give them: passed of scored items, errors, the pass
     rate with its 95% interval over tasks, and `shown`, the text every output shows."""
@@ -617,10 +628,7 @@ def runs(path: Path) -> list[dict[str, Any]]:
         names = _loads(path, run_id, "models", models)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise HistoryError(f"{path}: run {run_id} is damaged (its models)")
-        if stored is None:
-            figures = {m: _counted(m, tasks) for m, tasks in older.get(run_id, {}).items()}
-        else:
-            figures = _restored(path, run_id, _loads(path, run_id, "figures", stored))
+        figures = _run_figures(path, run_id, stored, older)
         listed.append(
             {
                 "id": run_id,
@@ -683,10 +691,14 @@ def trend(
 
 
 def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
-    """One run: its record's metadata, each model's figures (worked out from its report, as
-    its outputs were) and every item."""
+    """One run: its record's metadata, each model's figures (as `runs` gives them) and every
+    item."""
     run_id, report = load_report(path, run)
-    with reading(path) as (db, _):
+    with reading(path) as (db, version):
+        row = db.execute(
+            f"SELECT {'figures' if version >= 4 else 'NULL'} FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        older = _item_counts(db, [run_id]) if row[0] is None else {}
         items = db.execute(
             "SELECT kind, nodeid, model, trial, category, outcome, score, max_score, cost_usd,"
             " duration_ms FROM results WHERE run_id = ? ORDER BY rowid",
@@ -697,7 +709,7 @@ def show(path: Path, run: int | Literal["last"]) -> dict[str, Any]:
     rows = [dict(zip(names, item, strict=True)) for item in items]
     meta = report.metadata
     models = [m.name for m in meta.models]
-    figures = {f.model: f for f in model_figures(report)}
+    figures = _run_figures(path, run_id, row[0], older)
     return {
         "id": run_id,
         "partial": meta.partial_line(),

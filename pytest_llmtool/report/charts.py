@@ -358,6 +358,12 @@ class Traced:
         return self._tool_calls
 
 
+def _rate(share: float, interval: Interval | None) -> float:
+    """A pass rate as every output shows it: its interval's estimate, the mean over tasks
+    (the share of items leans towards tasks with more attempts), else the share."""
+    return share if interval is None else interval.estimate
+
+
 def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: Traced) -> Drawn | None:
     """Where each model fails: bash pass rate by category, with the 95% interval."""
     counted = [
@@ -369,7 +375,8 @@ def _pass_rate_by_category(report: EvalReport, palette: _Palette, traced: Traced
     if not counted:
         return None
     cells = {
-        (category, model): (c.passed / c.tasks, c.pass_rate_ci) for category, model, c in counted
+        (category, model): (_rate(c.passed / c.tasks, c.pass_rate_ci), c.pass_rate_ci)
+        for category, model, c in counted
     }
     figure = _grouped_bars(cells, palette, "tasks passed (%), 95% interval")
     return figure, _n(sum(c.tasks for _, _, c in counted), "bash task runs")
@@ -409,12 +416,24 @@ def _cost_vs_pass_rate(report: EvalReport, palette: _Palette, traced: Traced) ->
         s.scenarios for s in report.scenario_summary.values() if s.usage.cost_usd is not None
     )
     points: list[tuple[str, str, float, float, Interval | None]] = [
-        (model, "bash tasks", s.total_cost_usd / s.total_tasks, s.pass_rate, s.pass_rate_ci)
+        (
+            model,
+            "bash tasks",
+            s.total_cost_usd / s.total_tasks,
+            _rate(s.pass_rate, s.pass_rate_ci),
+            s.pass_rate_ci,
+        )
         for model, s in report.by_model.items()
         if s.total_cost_usd is not None and s.total_tasks
     ]
     points += [
-        (model, "scenarios", s.usage.cost_usd / s.scenarios, s.passed / s.scenarios, s.pass_rate_ci)
+        (
+            model,
+            "scenarios",
+            s.usage.cost_usd / s.scenarios,
+            _rate(s.passed / s.scenarios, s.pass_rate_ci),
+            s.pass_rate_ci,
+        )
         for model, s in report.scenario_summary.items()
         if s.usage.cost_usd is not None and s.scenarios
     ]

@@ -22,6 +22,7 @@ from pytest_llmtool.records import (
 )
 from pytest_llmtool.report.store import ResultStore
 from pytest_llmtool.stats import intervals
+from pytest_llmtool.stats.outcomes import other_task_id
 from pytest_llmtool.stats.task_verdicts import verdict_name
 
 # What every output says in place of a rate when a model has no scored item (a provider that
@@ -43,8 +44,18 @@ class ModelFigures:
     rate: Interval | None
     errors: int
     failed: list[str]
-    # With a per-task rule: how many of `failed` are undecided, not shown to fall short.
+    # With a per-task rule: how many of `failed` are undecided, not shown to fall short, and
+    # how many tasks it judged (a task the rate counts once may have a verdict per guidance
+    # document; a task whose every trial was stopped has a verdict and no scored item).
     undecided: int = 0
+    ruled: int = 0
+
+    @property
+    def per_task(self) -> bool:
+        """Whether the rate (the mean over tasks) is not `passed` over `scored`: tasks with
+        different numbers of scored attempts (an early stop, errors, the cost limit)."""
+        found = self.rate
+        return found is not None and abs(found.estimate * self.scored - self.passed) > 1e-6
 
     @property
     def shown_rate(self) -> str:
@@ -73,6 +84,19 @@ class Tally:
         self.read_calls(
             result.model, getattr(result, "trace", None), getattr(result, "judge_calls", ())
         )
+
+    def read_other(self, report: EvalReport) -> None:
+        """Third-party kinds' results (`extensions.<kind>.results`), as the history counts
+        them (`outcomes.other_task_id`). Only results as the run built them: one read back
+        from report.json has lost its `passed` (a property), and the history keeps the
+        figures the run counted."""
+        for kind, section in report.extensions.items():
+            found = section.get("results") if isinstance(section, dict) else None
+            for result in found if isinstance(found, list) else ():
+                if isinstance(result, ItemResult):
+                    task = (kind, other_task_id(result))
+                    self.by_model[result.model][task].append(result.passed)
+                    self.read_calls(result.model, None, result.judge_calls)
 
     def read_calls(
         self, model: str, trace: AgentTrace | None, judged: Sequence[LLMCallMetrics]
@@ -115,7 +139,7 @@ def _by_rule(figures: ModelFigures, verdicts: Sequence[TaskVerdict]) -> ModelFig
         return figures
     failed = [verdict_name(v, own) for v in own if v.verdict != "pass"]
     undecided = sum(v.verdict == "undecided" for v in own)
-    return replace(figures, failed=failed, undecided=undecided)
+    return replace(figures, failed=failed, undecided=undecided, ruled=len(own))
 
 
 def figures_of(
@@ -144,6 +168,7 @@ def count_along(stores: Mapping[str, ResultStore[Any]]) -> Callable[[EvalReport]
 
     def keep(report: EvalReport) -> None:
         if all(check() for check in done):
+            counted.read_other(report)
             for stopped in report.stopped:
                 counted.read_calls(stopped.model, stopped.trace, stopped.judge_calls)
             report._tally = counted
@@ -168,6 +193,7 @@ def tally(report: EvalReport) -> Tally:
         ):
             for result in results:
                 counted.read(result)
+        counted.read_other(report)
         for stopped in report.stopped:
             counted.read_calls(stopped.model, stopped.trace, stopped.judge_calls)
         report._tally = counted
@@ -175,7 +201,8 @@ def tally(report: EvalReport) -> Tally:
 
 
 def model_figures(report: EvalReport) -> list[ModelFigures]:
-    """Per model, over bash tasks, scenarios, optimization and Harbor tasks (`Tally.figures`)."""
+    """Per model, over bash tasks, scenarios, optimization and Harbor tasks and third-party
+    kinds' results (`Tally.figures`)."""
     return tally(report).figures(report)
 
 

@@ -129,7 +129,7 @@ def _cell(value: object, marks: bool) -> str:
 
 def checks(results: Sequence[ScoreResult]) -> str:
     passed = sum(r.passed for r in results)
-    rows = [(r.passed, escaped(r.check), r.weight, r.detail) for r in results]
+    rows = [(r.passed, escaped(r.check), r.weight, escaped(r.detail)) for r in results]
     body = table(["Result", "Check", "Weight", "Detail"], rows, marks=True)
     return fold(f"Checks: {passed}/{len(results)} passed", body, section="checks", is_open=True)
 
@@ -138,7 +138,7 @@ def gates(results: Sequence[GateResult]) -> str:
     passed = sum(g.passed for g in results)
     body = table(
         ["Result", "Gate", "Detail"],
-        [(g.passed, g.gate_type, g.message) for g in results],
+        [(g.passed, g.gate_type, escaped(g.message)) for g in results],
         marks=True,
     )
     return fold(f"Gates: {passed}/{len(results)} passed", body, section="gates", is_open=True)

@@ -35,19 +35,22 @@ def headline_lines(report: EvalReport, figures: list[ModelFigures] | None = None
 def _model_line(f: ModelFigures, costs: dict[str, float | None], rule: str | None) -> str:
     parts = []
     if f.scored:
-        parts.append(f"{f.passed}/{f.scored} items passed, pass rate {f.shown_rate}")
-        tasks = "task" if f.tasks == 1 else "tasks"
+        # With tasks of unequal attempts, the rate is no share of the items: say its unit.
+        unit = f" (mean over {f.tasks} tasks)" if f.per_task else ""
+        parts.append(f"{f.passed}/{f.scored} items passed, pass rate {f.shown_rate}{unit}")
         failed = len(f.failed)
         if rule is None:
+            tasks = "task" if f.tasks == 1 else "tasks"
             parts.append(
                 f"{failed} of {f.tasks} {tasks} failed" if failed else f"no {tasks} failed"
             )
         elif not failed:
-            parts.append(f"all {f.tasks} {tasks} met the {rule} rule")
+            parts.append(f"all {f.ruled} {'task' if f.ruled == 1 else 'tasks'} met the {rule} rule")
         else:
             # An undecided task is below the rule (nothing shows it met it), never "failed".
             open_ = f" ({f.undecided} undecided)" if f.undecided else ""
-            parts.append(f"{failed} of {f.tasks} {tasks} below the {rule} rule{open_}")
+            tasks = "task" if f.ruled == 1 else "tasks"
+            parts.append(f"{failed} of {f.ruled} {tasks} below the {rule} rule{open_}")
     else:
         parts.append(NOTHING_SCORED)
     if f.errors:

@@ -239,7 +239,7 @@ def _number(value: float) -> Score:
 def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
     """Target, scores and metadata of a bash task: its checks, all and the failed ones."""
     score = result.score
-    failed = "\n".join(f"{escaped(r.check)}: {r.detail}" for r in score.failed())
+    failed = "\n".join(f"{escaped(r.check)}: {escaped(r.detail)}" for r in score.failed())
     explanation = failed or "every check passed"
     scores = {
         "checks": _pass(result.passed, explanation, score=score.score, max_score=score.max_score),
@@ -261,7 +261,7 @@ def _bash(result: TaskResult) -> tuple[list[str], dict[str, Score], dict[str, An
 def _scenario(result: ScenarioResult) -> tuple[list[str], dict[str, Score], dict[str, Any]]:
     """A scenario: its gates decide, the judge's and the composite score stand beside."""
     evaluation = result.evaluation
-    failed = [f"{g.gate_type}: {g.message}" for g in evaluation.gates if not g.passed]
+    failed = [f"{g.gate_type}: {escaped(g.message)}" for g in evaluation.gates if not g.passed]
     explanation = "\n".join([evaluation.reason, *failed] if evaluation.reason else failed)
     scores = {
         "gates": _pass(

@@ -70,6 +70,8 @@ def _inert(value: str) -> str:
             continue  # in the word just shown as code
         begin = flat.rfind(" ", 0, found.start()) + 1
         end = flat.find(" ", found.end()) % (len(flat) + 1)  # -1: to the end
+        # a sentence's punctuation after the word stays outside, so a copied URL is the URL
+        end = max(found.end(), begin + len(flat[begin:end].rstrip(":.,;)")))
         shown += [_escaped(flat[start:begin]), code(flat[begin:end])]
         start = end
     shown.append(_escaped(flat[start:]))

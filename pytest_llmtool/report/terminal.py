@@ -125,7 +125,8 @@ def terminal_lines(
         sections = _sections(report, kinds, screen)
     finally:
         _TABLE_WIDTH.reset(sized)
-    sections += [failed_lines(figures)]
+    failed = failed_lines(figures, screen.width, report.task_rule)
+    sections = _small_note_once([*sections, failed])
     for section in sections:
         lines += ["", *section] if section else []
     if report.errors:
@@ -136,10 +137,11 @@ def terminal_lines(
         lines += ["", report.early_stop.line()]
     if report.judge_calls_saved:
         lines += ["", judge_saved_line(report)]
-    if report.metadata.wall_s is not None and screen.detail != "quiet":
-        lines += ["", f"Wall time {_seconds(report.metadata.wall_s)} (this session)"]
+    wall = None if report.metadata.wall_s is None else _seconds(report.metadata.wall_s)
     if screen.detail == "short":
-        lines += [MORE]
+        lines += ["", f"Wall time {wall} (this session). {MORE}" if wall else MORE]
+    elif wall and screen.detail == "full":
+        lines += ["", f"Wall time {wall} (this session)"]
     return fit(lines, screen.width)
 
 
@@ -158,6 +160,15 @@ def _sections(
     return []
 
 
+def _small_note_once(sections: list[list[str]]) -> list[list[str]]:
+    """`SMALL_NOTE` once, under the last table whose intervals are starred, not under each."""
+    holding = [n for n, section in enumerate(sections) if SMALL_NOTE in section]
+    return [
+        [line for line in section if line != SMALL_NOTE] if n in holding[:-1] else section
+        for n, section in enumerate(sections)
+    ]
+
+
 def judge_saved_line(report: EvalReport) -> str:
     """The judge calls the items' checks and gates made needless: counted, so that a
     cheaper run says why its judge figures are smaller."""
@@ -168,12 +179,22 @@ def judge_saved_line(report: EvalReport) -> str:
     return f"judge: {n} {calls} not needed (a guardrail had already failed)"
 
 
-def failed_lines(figures: list[ModelFigures]) -> list[str]:
-    """Per model, the tasks that failed: a few by name, the rest counted."""
-    failing = [f for f in figures if f.failed]
-    if not failing:
-        return []
-    return ["Failed tasks:", *(f"  {f.model or NO_MODEL}: {_few(f.failed)}" for f in failing)]
+def failed_lines(
+    figures: list[ModelFigures], width: int = WIDEST, rule: str | None = None
+) -> list[str]:
+    """Per model, the tasks that failed: a few by name, the rest counted, on one line of
+    `width` when the first name fits it. Under a per-task `rule` an undecided task is below
+    it but did not fail: the title and the model's count say so."""
+    undecided = any(f.undecided for f in figures)
+    lines = [
+        f"Tasks below the {rule} rule (failed or undecided):" if undecided else "Failed tasks:"
+    ]
+    for f in figures:
+        if f.failed:
+            open_ = f" ({f.undecided} undecided)" if f.undecided else ""
+            said = f"  {f.model or NO_MODEL}{open_}: "
+            lines.append(said + _few(f.failed, width - len(said)))
+    return lines if len(lines) > 1 else []
 
 
 def _seconds(seconds: float) -> str:
@@ -213,14 +234,20 @@ def trial_lines(report: EvalReport) -> list[str]:
 
 
 def verdict_lines(report: EvalReport, full: bool = False) -> list[str]:
-    """Per kind and model, how many tasks meet the per-task rule (`--llm-task-pass`): one
-    line each; `full` names the tasks below it with k/N, and why an undecided one is open.
+    """How many tasks meet the per-task rule (`--llm-task-pass`): one line per model, each
+    kind's count on it (the headline has the model's total); `full` gives a line per kind
+    and model naming the tasks below the rule with k/N, and why an undecided one is open.
     The flaky tasks are the trials section's."""
     if not report.task_verdicts:
         return []
     groups: dict[tuple[str, str], list[TaskVerdict]] = {}
     for v in report.task_verdicts:
         groups.setdefault((v.kind, v.model), []).append(v)
+    if not full:
+        return [
+            f"Task verdicts (each task needs {report.task_rule} trials passed), tasks meeting it:",
+            *_met_by_model(groups),
+        ]
     lines = [f"Task verdicts (each task needs {report.task_rule} trials passed):"]
     for (kind, model), verdicts in groups.items():
         met = sum(v.verdict == "pass" for v in verdicts)
@@ -230,9 +257,6 @@ def verdict_lines(report: EvalReport, full: bool = False) -> list[str]:
             if not below:
                 continue
             what = "failed" if said == "fail" else "undecided"
-            if not full:
-                line += f"; {what} {len(below)}"
-                continue
             named = [f"{verdict_name(v, verdicts)} {v.shown}" for v in below]
             if said == "undecided":
                 named = [f"{n} ({v.reason})" for n, v in zip(named, below, strict=True)]
@@ -241,11 +265,29 @@ def verdict_lines(report: EvalReport, full: bool = False) -> list[str]:
     return lines
 
 
+def _met_by_model(groups: dict[tuple[str, str], list[TaskVerdict]]) -> list[str]:
+    """`  m: bash 1 of 4 (2 failed, 1 undecided), scenario 3 of 3`: failed and undecided
+    are said only when a task is undecided (else every task not meeting the rule failed)."""
+    by_model: dict[str, list[str]] = {}
+    for (kind, model), verdicts in groups.items():
+        met = sum(v.verdict == "pass" for v in verdicts)
+        said = f"{kind} {met} of {len(verdicts)}"
+        if undecided := sum(v.verdict == "undecided" for v in verdicts):
+            failed = len(verdicts) - met - undecided
+            said += f" ({failed} failed, {undecided} undecided)"
+        by_model.setdefault(model, []).append(said)
+    return [f"  {model}: {', '.join(counts)}" for model, counts in by_model.items()]
+
+
 # A terminal line names this many tasks at most; report.md and report.json list them all.
 TERMINAL_LIST = 5
 
 
-def _few(names: list[str]) -> str:
-    shown = ", ".join(names[:TERMINAL_LIST])
-    more = len(names) - TERMINAL_LIST
-    return f"{shown}, and {more} more (all in report.md)" if more > 0 else shown
+def _few(names: list[str], room: int | None = None) -> str:
+    """Up to `TERMINAL_LIST` names, fewer when they would not fit `room` columns."""
+    for shown in range(min(len(names), TERMINAL_LIST), 0, -1):
+        more = len(names) - shown
+        line = ", ".join(names[:shown]) + (f", and {more} more (all in report.md)" if more else "")
+        if room is None or len(line) <= room or shown == 1:
+            return line
+    return ""

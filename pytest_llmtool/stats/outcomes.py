@@ -58,6 +58,12 @@ def task_of(nodeid: str, trial: int) -> str:
     return nodeid[: -len(suffix)] + "]" if nodeid.endswith(suffix) else nodeid
 
 
+def other_task_id(result: ItemResult) -> str:
+    """A third-party kind's result's task: its `task_id` if it has one, else its node id
+    without the trial suffix (its trials are attempts at one task, as a built-in kind's)."""
+    return str(getattr(result, "task_id", None) or task_of(result.nodeid, result.trial))
+
+
 def _usage(trace: AgentTrace | None, result: ItemResult) -> CallUsage:
     return CallUsage.of_run(trace, result.judge_calls)
 
@@ -167,7 +173,7 @@ def _other(kind: Kind[Any, Any], data: Any) -> Outcome | None:
         kind=kind.name,
         nodeid=result.nodeid,
         task=task_of(result.nodeid, result.trial),
-        task_id=str(getattr(result, "task_id", result.nodeid)),
+        task_id=other_task_id(result),
         model=result.model,
         trial=result.trial,
         category=str(getattr(result, "category", kind.name)),

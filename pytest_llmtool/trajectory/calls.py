@@ -64,8 +64,10 @@ class Call:
         return self.command is None and pattern.search(self.tool) is not None
 
     def show(self) -> str:
-        """The call on one line, cut short: `call 3 (bash): rm -rf /tmp/x -> exit 0`."""
-        text = " ".join(self.text.split())
+        """The call, cut short: `call 3 (bash): rm -rf /tmp/x -> exit 0`. A command of several
+        lines keeps its line breaks, never joined by spaces into a command that was not run:
+        a record keeps what was compared, and every output shows it on one line, escaped."""
+        text = self.text.strip()
         if len(text) > _SHOWN:
             text = text[:_SHOWN] + "…"
         status = "exit unknown" if self.exit_code is None else f"exit {self.exit_code}"

@@ -92,7 +92,7 @@ def failure_message(score: TaskScore, trace_line: str) -> str:
     ]
     width = max(map(len, shown))
     lines += [
-        f"{'PASS' if r.passed else 'FAIL'}  {check.ljust(width)}  {r.detail}"
+        f"{'PASS' if r.passed else 'FAIL'}  {check.ljust(width)}  {escaped(r.detail)}"
         for check, r in zip(shown, score.results, strict=True)
     ]
     return "\n".join(lines)

@@ -29,8 +29,9 @@ def _duration(ms: float) -> str:
     return f"{ms / 60000:.1f} min" if ms >= 60000 else f"{ms / 1000:.1f} s"
 
 
-def _rate(s: EvalSummary, interval: Interval | None, value: float) -> str:
-    """A rate over the model's scored tasks, or `no item was scored` (never 0% of nothing)."""
+def _rate(s: EvalSummary, interval: Interval | None, value: float | None = None) -> str:
+    """A rate over the model's scored tasks, or `no item was scored` (never 0% of nothing);
+    without `value`, the interval's estimate (a pass rate: the mean over tasks)."""
     return show(interval, value) if s.total_tasks else NOTHING_SCORED
 
 
@@ -40,7 +41,7 @@ def summary_rows(by_model: dict[str, EvalSummary]) -> tuple[list[str], list[list
     metrics: list[tuple[str, list[str]]] = [
         # "Bash": these count bash tasks only, beside the headline's figures over every kind.
         ("Bash tasks passed", [f"{s.total_passed}/{s.total_tasks}" for s in by_model.values()]),
-        ("Bash pass rate", [_rate(s, s.pass_rate_ci, s.pass_rate) for s in by_model.values()]),
+        ("Bash pass rate", [_rate(s, s.pass_rate_ci) for s in by_model.values()]),
         (
             "Overall rate",
             [_rate(s, s.overall_rate_ci, s.overall_rate) for s in by_model.values()],
@@ -232,7 +233,7 @@ def screen_lines(report: EvalReport, width: int) -> list[str]:
         [
             model,
             f"{s.total_passed}/{s.total_tasks}",
-            show(s.pass_rate_ci, s.pass_rate),
+            _rate(s, s.pass_rate_ci),
             f"{s.overall_rate:.0%}",
             f"{s.tool_calls_ok}/{s.total_tool_calls}",
             f"{s.avg_turns_per_task:.1f}",
@@ -248,20 +249,31 @@ def screen_lines(report: EvalReport, width: int) -> list[str]:
     lines = format_table(headers, rows, width=width)
     lines += [SMALL_NOTE] if any_small(s.pass_rate_ci for s in by_model.values()) else []
     lines += cut_lines(by_model)
-    if any(s.by_category for s in by_model.values()):
-        lines += ["Categories (overall rate, lowest first):"]
-        lines += [f"  {m}: {_categories(s)}" for m, s in by_model.items() if s.by_category]
-    return lines
+    title = "Categories (overall rate, lowest first):"
+    said = [
+        f"{m}: {_categories(s, width - len(m) - 4)}" for m, s in by_model.items() if s.by_category
+    ]
+    if len(said) == 1 and len(title) + 1 + len(said[0]) <= width:
+        return [*lines, f"{title} {said[0]}"]
+    return lines + ([title, *(f"  {line}" for line in said)] if said else [])
 
 
-def _categories(s: EvalSummary) -> str:
-    """`complex_tasks 54%, text_processing 69%; 8 more at 100%`."""
+def _categories(s: EvalSummary, room: int) -> str:
+    """`complex_tasks 54%, text_processing 69%; 8 more at 100%`, within `room` columns: the
+    lowest categories first, those that do not fit counted (all of them are in report.md)."""
     ranked = sorted(s.by_category.items(), key=lambda item: (item[1].rate, item[0]))
     below = [f"{name} {c.rate:.0%}" for name, c in ranked if c.rate < 1]
     full = len(ranked) - len(below)
     if not below:
         return f"100% in all {full} categories" if full > 1 else "100% in its one category"
-    return ", ".join(below) + (f"; {full} more at 100%" if full else "")
+    at_full = f"; {full} more at 100%" if full else ""
+    shown = len(below)
+    while True:
+        more = f", and {len(below) - shown} more below 100%" if shown < len(below) else ""
+        line = ", ".join(below[:shown]) + more + at_full
+        if shown == 1 or len(line) <= room:
+            return line
+        shown -= 1
 
 
 def terminal_lines(report: EvalReport) -> list[str]:
@@ -412,7 +424,7 @@ def _task_section(result: TaskResult) -> list[str]:
         )
     lines.append("")
     rows = [
-        ["PASS" if r.passed else "FAIL", Code(escaped(r.check)), f"{r.weight:g}", r.detail]
+        ["PASS" if r.passed else "FAIL", Code(escaped(r.check)), f"{r.weight:g}", escaped(r.detail)]
         for r in score.results
     ]
     return lines + table(["Result", "Check", "Weight", "Detail"], rows) + [""]

@@ -120,7 +120,7 @@ def tool_mode_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 model,
                 mode,
                 f"{s.passed}/{s.tasks}",
-                show(s.pass_rate_ci, s.pass_rate) if s.tasks else NOTHING_SCORED,
+                show(s.pass_rate_ci) if s.tasks else NOTHING_SCORED,
                 f"{s.avg_turns:.1f}",
                 f"{s.avg_tool_calls:.1f}",
                 str(s.mock_calls),

@@ -43,7 +43,7 @@ def failure_line(r: HarborResult) -> str:
     source = f" ({r.reward_source})" if r.reward_source else ""
     if reason == "trajectory":
         broken = next(g for g in r.trajectory if not g.passed)
-        return f"{broken.identifier} failed: {broken.message}"
+        return f"{escaped(broken.identifier)} failed: {escaped(broken.message)}"
     if reason == "below threshold":
         assert r.rewards is not None
         return f"{r.reward_key} {r.rewards[r.reward_key]:g} < {r.threshold:g}{source}"
@@ -77,7 +77,7 @@ def failure(r: HarborResult) -> str:
             ", ".join(f"{k}={v:g}" for k, v in sorted((step.rewards or {}).items())) or "-"
         )
         lines.append(f"step {step.step_name}: {said}")
-    lines += [f"{g.identifier}: {g.message}" for g in r.trajectory if g.passed]
+    lines += [f"{escaped(g.identifier)}: {escaped(g.message)}" for g in r.trajectory if g.passed]
     if r.verifier_output:
         tail = r.verifier_output.rstrip("\n").splitlines()[-OUTPUT_LINES:]
         lines += ["verifier output (last lines):", *(f"  {escaped(line)}" for line in tail)]
@@ -205,7 +205,7 @@ def summary_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         [
             name,
             f"{s.passed}/{s.items}",
-            show(s.pass_rate_ci, s.pass_rate if s.items else None),
+            show(s.pass_rate_ci),
             _counts(s.failures),
             _counts(s.errors),
             _tokens(s),
@@ -247,12 +247,24 @@ def _small(report: EvalReport) -> bool:
 
 
 def screen_lines(report: EvalReport, width: int) -> list[str]:
-    """Per model: passes with the rate's interval, failures and errors."""
+    """Per model: passes with the rate's interval, failures and errors, tokens, headed as the
+    other kinds' one-screen tables are (the kind in the first header, `Pass rate`). The
+    failure and error columns come only when an item has one; cost is the headline's."""
     if not report.harbor:
         return []
     headers, rows = summary_rows(report)
-    lines = ["Harbor tasks:", *format_table(headers, rows, width=width)]
-    return lines + ([SMALL_NOTE] if _small(report) else [])
+    keep = [
+        i
+        for i, header in enumerate(headers[:-1])
+        if header not in ("Failures", "Errors") or any(row[i] != "-" for row in rows)
+    ]
+    headers = ["Harbor tasks", "Passed", "Pass rate", *headers[3:]]
+    lines = format_table(
+        [headers[i] for i in keep], [[row[i] for i in keep] for row in rows], width=width
+    )
+    return lines + (
+        [SMALL_NOTE] if any_small(s.pass_rate_ci for s in report.harbor.values()) else []
+    )
 
 
 def terminal_lines(report: EvalReport) -> list[str]:

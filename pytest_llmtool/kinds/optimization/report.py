@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds.optimization.metrics import gmean
 from pytest_llmtool.records import (
     AgentTaskMetrics,
@@ -191,7 +192,8 @@ def markdown_details(report: EvalReport) -> list[str]:
 def trajectory_lines(r: OptimizationResult) -> list[str]:
     """Each trajectory assertion's verdict, naming the call that broke it."""
     return [
-        f"Trajectory {g.identifier}: {'held' if g.passed else 'FAILED'}: {g.message}"
+        f"Trajectory {escaped(g.identifier)}: {'held' if g.passed else 'FAILED'}: "
+        f"{escaped(g.message)}"
         for g in r.trajectory
     ]
 
@@ -218,7 +220,8 @@ def html_details(r: OptimizationResult) -> list[str]:
     m, tests = r.metrics, r.metrics.pytest_summary
     said = [
         f"<p>Speedup {fragments.esc(_x(m.task_speedup, m.task_speedup_ci))} "
-        f"(a pass needs its 95% interval above {r.min_speedup:g}x); "
+        f"(a pass needs its 95% interval above {r.min_speedup:g}x"
+        f"{' and every trajectory assertion held' if r.trajectory else ''}); "
         f"advantage {fragments.esc(_num(m.agent_advantage))}; "
         f"tests {tests.passed} passed, {tests.failures} failing; outcome {_outcome(r)}</p>",
         fragments.table(*benchmark_rows(m)),

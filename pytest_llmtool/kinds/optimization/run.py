@@ -36,6 +36,7 @@ from pytest_llmtool.agents.base import ModelSpec, NamedWork
 from pytest_llmtool.agents.budget import Budget
 from pytest_llmtool.agents.loop import run_agent_loop
 from pytest_llmtool.agents.registry import CliModel
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.kinds.optimization import harness
 from pytest_llmtool.kinds.optimization import results as readers
 from pytest_llmtool.kinds.optimization.load import OptimizationTask
@@ -682,7 +683,7 @@ def headline(result: OptimizationResult) -> str:
     why it is not a pass."""
     broken = [g for g in result.trajectory if not g.passed]
     if broken:
-        return f"failed: {broken[0].identifier}: {broken[0].message}"
+        return f"failed: {escaped(broken[0].identifier)}: {escaped(broken[0].message)}"
     m = result.metrics
     if m.fallback_to_baseline or not m.success:
         why = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from pytest_llmtool.inputs.untrusted import escaped
 from pytest_llmtool.records import (
     EvalReport,
     EvaluationResult,
@@ -319,7 +320,7 @@ def _scenario_section(result: ScenarioResult) -> list[str]:
     lines += ["", f"Layer 2, gates ({ev.gates_passed}/{ev.gates_total} passed):", ""]
     lines += table(
         ["Result", "Gate", "Message"],
-        [["PASS" if g.passed else "FAIL", g.gate_type, g.message] for g in ev.gates],
+        [["PASS" if g.passed else "FAIL", g.gate_type, escaped(g.message)] for g in ev.gates],
     )
     lines += ["", f"Layer 3, judge: {text(ev.judge_verdict or 'not enabled')}"]
     if ev.judge_response is not None:

@@ -47,7 +47,7 @@ from pytest_llmtool.agents.judge import (
 )
 from pytest_llmtool.agents.loop import commands_of, run_agent_loop
 from pytest_llmtool.agents.registry import CliModel
-from pytest_llmtool.inputs.untrusted import shorten
+from pytest_llmtool.inputs.untrusted import escaped, shorten
 from pytest_llmtool.kinds.scenario import rules
 from pytest_llmtool.kinds.scenario.gates import Gate, GateContext, run_gates
 from pytest_llmtool.kinds.scenario.interaction import (
@@ -1163,7 +1163,11 @@ def failure_lines(result: ScenarioResult) -> list[str]:
     if ev.judge_verdict:
         first += f"; {ev.judge_verdict}"
     lines = [first, ""]
-    lines += [f"{'PASS' if g.passed else 'FAIL'}  {g.gate_type:<24} {g.message}" for g in ev.gates]
+    # A multi-line gate (a command written as a YAML block) on one line, `\n` escaped.
+    lines += [
+        f"{'PASS' if g.passed else 'FAIL'}  {g.gate_type:<24} {escaped(g.message)}"
+        for g in ev.gates
+    ]
     m = ev.interaction
     lines += [
         "",
