@@ -340,7 +340,7 @@ def test_each_decision_has_its_word_and_a_run_that_ended_early_is_undecided() ->
     gate = RegressionGate(None, None, fail=True)
     for status, reason, word in (
         (0, "every --llm-fail-under threshold met (1)", "held"),
-        (EXIT_BELOW, "below --llm-fail-under: m: pass_rate 40.0%", "failed"),
+        (EXIT_BELOW, "below --llm-fail-under: m: pass_rate 40%", "failed"),
         (1, "1 failures or errors besides failing tasks: the gate does not hide them", "failed"),
         (EXIT_UNDECIDED, "nothing compared: no baseline for m", "undecided"),
     ):

@@ -259,3 +259,12 @@ def test_scenario_pass_and_gate_rates_carry_intervals(
     assert (gates["estimate"], gates["n"]) == (0.875, 2)
     assert (gates["low"], gates["high"]) == pytest.approx((0.03169, 0.95071), abs=1e-4)
     result.stdout.fnmatch_lines(["Model*Passed*Pass rate*Gates*Gate pass rate", "oracle*1/2*"])
+
+
+def test_a_rate_against_its_threshold_is_a_whole_percent_unless_rounding_ties_them() -> None:
+    """The fail-under line shows a rate as every other output does (`60%`), and only where
+    whole percents would read `75% < 75%` as many decimals as tell the two apart."""
+    assert intervals.against(0.6, 0.9) == ("60%", "90%")
+    assert intervals.against(0.746, 0.75) == ("74.6%", "75.0%")
+    assert intervals.against(0.7496, 0.75) == ("74.96%", "75.00%")
+    assert intervals.against(0.75, 0.75) == ("75%", "75%")

@@ -160,7 +160,7 @@ def test_tasks_passed_counts_undecided_as_not_passed_and_names_them() -> None:
     below, line = _judge("tasks_passed=1")
     assert below
     assert line == (
-        "m: tasks_passed 1/4 (25.0%) < 100.0% (below 8/10: t3 3/10, t7 6/10, t9 7/10 (2 errored))"
+        "m: tasks_passed 1/4 (25%) < 100% (below 8/10: t3 3/10, t7 6/10, t9 7/10 (2 errored))"
     )
     assert _judge("tasks_passed=0.25")[0] is False
     # :upper judges the interval's upper bound over tasks: 1 of 4 does not show below 50%
@@ -181,7 +181,7 @@ def test_pass_hat_k_is_decided_only_when_tasks_short_of_n_cannot_change_it() -> 
     assert _judge("pass_hat_k=0.6")[0] is True
     undecided, line = _judge("pass_hat_k=0.4")
     assert undecided is None
-    assert "1 with fewer than 10 scored trials counted as 0; as 1: 50.0%" in line
+    assert "1 with fewer than 10 scored trials counted as 0; as 1: 50%" in line
 
 
 def test_the_task_metrics_scope_like_the_others_and_judge_nothing_seen() -> None:
@@ -256,7 +256,7 @@ def test_a_task_run_ten_times_gets_one_verdict_everywhere(
             "haiku: 17/20 items passed, *; 1 of 2 tasks below the 8/10 rule; *",
             "Task verdicts (each task needs 8/10 trials passed):",
             "  [[]bash haiku] tasks meeting 8/10: 1 of 2; failed: beta 7/10",
-            "--llm-fail-under haiku: tasks_passed 1/2 (50.0%) < 100.0% (below 8/10: beta 7/10)",
+            "--llm-fail-under haiku: tasks_passed 1/2 (50%) < 100% (below 8/10: beta 7/10)",
         ]
     )
 

@@ -155,11 +155,9 @@ class Threshold:
             return None, f"{model}{where}: {self.metric} cannot be estimated for {self.text}"
         judged = found.high if self.upper else found.estimate
         below = judged < self.value
-        told = f"upper bound {found.high:.1%}" if self.upper else f"{found.estimate:.1%}"
-        return below, (
-            f"{model}{where}: {self.metric} {told} "
-            f"[{found.low:.1%}-{found.high:.1%}] {'<' if below else '>='} {self.value:.1%}"
-        )
+        shown, bar = intervals.against(judged, self.value)
+        told = f"upper bound {shown}" if self.upper else f"{shown} {intervals.bounds(found)}"
+        return below, f"{model}{where}: {self.metric} {told} {'<' if below else '>='} {bar}"
 
     def _judge_tasks(self, verdicts: Sequence[TaskVerdict], model: str) -> tuple[bool | None, str]:
         """A metric of the per-task verdicts. Undecided tasks count against the bar (as
@@ -191,13 +189,13 @@ class Threshold:
         if found is None:
             return None, f"{model}{where}: {self.metric} cannot be estimated for {self.text}"
         met = sum(v.verdict == "pass" for v in verdicts)
-        told = f"{met}/{len(verdicts)} ({found.estimate:.1%})"
         judged = found.high if self.upper else found.estimate
         below = judged < self.value
-        if self.upper:
-            told += f", upper bound {found.high:.1%}"
+        shown, bar = intervals.against(judged, self.value)
+        told = f"{met}/{len(verdicts)} ({intervals.percent(found.estimate)})"
+        told += f", upper bound {shown}" if self.upper else ""
         return below, (
-            f"{model}{where}: {self.metric} {told} {'<' if below else '>='} {self.value:.1%}{named}"
+            f"{model}{where}: {self.metric} {told} {'<' if below else '>='} {bar}{named}"
         )
 
     def _judge_pass_hat_k(
@@ -216,19 +214,20 @@ class Threshold:
                 return None, f"{who}: pass_hat_k cannot be estimated for {self.text}"
             readings.append(found)
         judged = [r.high if self.upper else r.estimate for r in readings]
+        shown, bar = intervals.against(judged[0], self.value)
         told = f"pass^{n} " + (
-            f"upper bound {readings[0].high:.1%}" if self.upper else f"{readings[0].estimate:.1%}"
+            f"upper bound {shown}" if self.upper else f"{shown} {intervals.bounds(readings[0])}"
         )
-        told += f" [{readings[0].low:.1%}-{readings[0].high:.1%}] over {len(verdicts)} tasks"
+        told += f" over {len(verdicts)} tasks"
         if missing:
             told += (
                 f" ({missing} with fewer than {n} scored trials counted as 0; "
-                f"as 1: {judged[-1]:.1%})"
+                f"as 1: {intervals.against(judged[-1], self.value)[0]})"
             )
         if (min(judged) < self.value) != (max(judged) < self.value):
-            return None, f"{who}: {told}: undecided against {self.value:.1%}{named}"
+            return None, f"{who}: {told}: undecided against {bar}{named}"
         below = judged[0] < self.value
-        return below, f"{who}: {told} {'<' if below else '>='} {self.value:.1%}{named}"
+        return below, f"{who}: {told} {'<' if below else '>='} {bar}{named}"
 
 
 class RegressionGate:

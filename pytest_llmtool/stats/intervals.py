@@ -102,6 +102,18 @@ def percent(rate: float) -> str:
     return f"{rate:.0%}"
 
 
+def against(value: float, bar: float) -> tuple[str, str]:
+    """A rate and the threshold it is held against, as whole percents like every other
+    figure, unless rounding would show two different numbers as one (`75% < 75%`): then with
+    as many decimals as tell them apart (`74.6% < 75.0%`). Rounding keeps their order, so
+    only a tie can misstate a comparison."""
+    for digits in range(4):
+        shown, needed = f"{value:.{digits}%}", f"{bar:.{digits}%}"
+        if shown != needed or value == bar:
+            break
+    return shown, needed
+
+
 def bounds(interval: Interval | None) -> str:
     """`[67-89%]` (an en dash between), with `*` when the sample is small; empty for None."""
     if interval is None:
