@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import ValidationError
@@ -50,6 +50,9 @@ from pytest_llmtool.run.roles import (
 )
 from pytest_llmtool.run.state import STATE_KEY
 from pytest_llmtool.settings import Settings
+
+# What the journal holds: an item's result, or a task the cost limit stopped.
+Checked = TypeVar("Checked", ItemResult, StoppedTask)
 
 IDS_KEY = "llmtool_resume_ids"
 SHARE_KEY = "llmtool_resume_dir"
@@ -141,7 +144,8 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
         if entry.type == "error":
             continue
         if entry.type == STOPPED_ENTRY:
-            stopped.append((entry, _stopped_task(path, entry)))
+            said = f"stopped item {entry.nodeid}"
+            stopped.append((entry, _checked(path, entry, StoppedTask, said, "a stopped task")))
             continue
         if entry.type == SETUP_ENTRY:
             try:
@@ -155,38 +159,29 @@ def read_finished(path: Path, identity: dict[str, Any], kinds: list[Kind[Any, An
         if kind is None:
             orphans.append(entry.nodeid)
             continue
-        try:
-            result = kind.result_type.model_validate(entry.data)
-        except ValidationError as exc:
-            raise pytest.UsageError(
-                f"--llm-resume: {path}: the result of {entry.nodeid} is not a {kind.name} "
-                f"result: {exc.errors()[0]['msg']}"
-            ) from None
-        if (cost := _bad_cost(result)) is not None:
-            raise pytest.UsageError(
-                f"--llm-resume: {path}: the result of {entry.nodeid} has a model call costing "
-                f"{cost!r}; costs are finite numbers >= 0"
-            )
+        said = f"the result of {entry.nodeid}"
+        result = _checked(path, entry, kind.result_type, said, f"a {kind.name} result")
         results[entry.nodeid] = (entry, result)
     return Finished(path, started, results, tuple(orphans), tuple(setups), tuple(stopped))
 
 
-def _stopped_task(path: Path, entry: JournalEntry) -> StoppedTask:
-    """A journalled item the cost limit stopped; a usage error when it is not one, or a call
-    of its has a cost that is not a price (it would switch the budget off)."""
+def _checked(
+    path: Path, entry: JournalEntry, model: type[Checked], said: str, what: str
+) -> Checked:
+    """A journalled result or stopped task as `model`; a usage error when it is not one, or
+    a call of its has a cost that is not a price (it would switch the budget off)."""
     try:
-        task = StoppedTask.model_validate(entry.data)
+        found = model.model_validate(entry.data)
     except ValidationError as exc:
         raise pytest.UsageError(
-            f"--llm-resume: {path}: stopped item {entry.nodeid} is not a stopped task: "
-            f"{exc.errors()[0]['msg']}"
+            f"--llm-resume: {path}: {said} is not {what}: {exc.errors()[0]['msg']}"
         ) from None
-    if (cost := _bad_cost(task)) is not None:
+    if (cost := _bad_cost(found)) is not None:
         raise pytest.UsageError(
-            f"--llm-resume: {path}: stopped item {entry.nodeid} has a model call costing "
-            f"{cost!r}; costs are finite numbers >= 0"
+            f"--llm-resume: {path}: {said} has a model call costing {cost!r}; costs are "
+            "finite numbers >= 0"
         )
-    return task
+    return found
 
 
 def _calls(result: ItemResult | StoppedTask) -> list[Any]:
